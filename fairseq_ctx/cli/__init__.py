@@ -1,0 +1,1 @@
+"""Console scripts (see setup.py)."""

@@ -1,0 +1,20 @@
+"""``fairseq-ctx-make-corpus``: write the generated document-level demo corpus."""
+import argparse
+
+from fairseq_ctx.data.synthetic_corpus import CorpusSizes, write_corpus
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out_dir", help="directory for {train,valid,test}.{en,de,ctxkey}")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train-docs", type=int, default=CorpusSizes.train)
+    parser.add_argument("--valid-docs", type=int, default=CorpusSizes.valid)
+    parser.add_argument("--test-docs", type=int, default=CorpusSizes.test)
+    args = parser.parse_args(argv)
+    counts = write_corpus(args.out_dir, CorpusSizes(args.train_docs, args.valid_docs, args.test_docs), seed=args.seed)
+    print(" ".join(f"{split}={n} sentences" for split, n in counts.items()) + f" written to {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+"""Criterions registered with fairseq (the context models train with fairseq's own
+``label_smoothed_cross_entropy``)."""

@@ -1,0 +1,139 @@
+"""A deterministic document-level parallel corpus in which pronouns need the previous sentences.
+
+Source "English" and target German-like text. A document is a sequence of episodes:
+
+- *pronoun, distance 1*: "the old cat sleeps ." / "it is quiet ." — the target pronoun
+  (er / sie / es) agrees with the gender of the noun of the previous sentence;
+- *pronoun, distance 2*: the same with a noun-free filler sentence in between;
+- *context-free*: a transitive sentence with two nouns, or a filler sentence.
+
+The source pronoun is always "it", so a sentence-level model can guess the target pronoun
+only at chance (three genders, balanced: 1/3). Every pronoun sentence is listed in the
+answer key (``{split}.ctxkey``: ``expected|alternative,alternative`` or an empty line).
+"""
+import os
+import random
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+NOUNS: Dict[str, List[Tuple[str, str]]] = {
+    "m": [("dog", "hund"), ("tree", "baum"), ("man", "mann"), ("car", "wagen"), ("table", "tisch"),
+          ("chair", "stuhl"), ("garden", "garten"), ("river", "fluss"), ("mountain", "berg"),
+          ("king", "koenig"), ("teacher", "lehrer"), ("key", "schluessel")],
+    "f": [("cat", "katze"), ("woman", "frau"), ("door", "tuer"), ("lamp", "lampe"), ("street", "strasse"),
+          ("flower", "blume"), ("city", "stadt"), ("bottle", "flasche"), ("queen", "koenigin"),
+          ("school", "schule"), ("bridge", "bruecke"), ("clock", "uhr")],
+    "n": [("house", "haus"), ("child", "kind"), ("book", "buch"), ("window", "fenster"), ("horse", "pferd"),
+          ("boat", "boot"), ("bed", "bett"), ("picture", "bild"), ("village", "dorf"), ("glass", "glas"),
+          ("girl", "maedchen"), ("water", "wasser")],
+}
+NOMINATIVE = {"m": "der", "f": "die", "n": "das"}
+ACCUSATIVE = {"m": "den", "f": "die", "n": "das"}
+PRONOUN = {"m": "er", "f": "sie", "n": "es"}
+ADJECTIVES = [("big", "gross"), ("old", "alt"), ("new", "neu"), ("small", "klein"), ("red", "rot"),
+              ("quiet", "leise"), ("beautiful", "schoen"), ("dark", "dunkel")]
+VERBS = [("sleeps", "schlaeft"), ("waits", "wartet"), ("stands", "steht"), ("falls", "faellt"),
+         ("shines", "glaenzt"), ("moves", "bewegt"), ("turns", "dreht")]
+ADVERBS = [("here", "hier"), ("there", "dort"), ("today", "heute"), ("again", "wieder"), ("slowly", "langsam")]
+TIMES = [("yesterday", "gestern"), ("then", "dann"), ("later", "spaeter"), ("suddenly", "ploetzlich")]
+PAST_VERBS = [("laughed", "lachten"), ("sang", "sangen"), ("waited", "warteten"), ("slept", "schliefen"),
+              ("danced", "tanzten")]
+SUBJECTS = [("we", "wir"), ("you", "ihr")]
+
+Sentence = Tuple[str, str, str]  # source, target, answer key
+
+
+@dataclass
+class CorpusSizes:
+    train: int = 600
+    valid: int = 40
+    test: int = 60
+
+
+class DocumentGenerator:
+    """Seeded generator of documents (lists of (source, target, key) sentences)."""
+
+    def __init__(self, seed: int, min_episodes: int = 3, max_episodes: int = 5):
+        self.rng = random.Random(seed)
+        self.min_episodes = min_episodes
+        self.max_episodes = max_episodes
+
+    def noun(self) -> Tuple[str, str, str]:
+        gender = self.rng.choice("mfn")
+        src, tgt = self.rng.choice(NOUNS[gender])
+        return gender, src, tgt
+
+    def intro(self) -> Tuple[Sentence, str]:
+        gender, src_noun, tgt_noun = self.noun()
+        adj_src, adj_tgt = self.rng.choice(ADJECTIVES)
+        verb_src, verb_tgt = self.rng.choice(VERBS)
+        if self.rng.random() < 0.5:
+            src = f"the {adj_src} {src_noun} {verb_src} ."
+            tgt = f"{NOMINATIVE[gender]} {adj_tgt} {tgt_noun} {verb_tgt} ."
+        else:
+            src = f"the {src_noun} {verb_src} ."
+            tgt = f"{NOMINATIVE[gender]} {tgt_noun} {verb_tgt} ."
+        return (src, tgt, ""), gender
+
+    def pronoun(self, gender: str) -> Sentence:
+        pron = PRONOUN[gender]
+        key = pron + "|" + ",".join(p for g, p in PRONOUN.items() if g != gender)
+        if self.rng.random() < 0.5:
+            adj_src, adj_tgt = self.rng.choice(ADJECTIVES)
+            return f"it is {adj_src} .", f"{pron} ist {adj_tgt} .", key
+        verb_src, verb_tgt = self.rng.choice(VERBS)
+        adv_src, adv_tgt = self.rng.choice(ADVERBS)
+        return f"it {verb_src} {adv_src} .", f"{pron} {verb_tgt} {adv_tgt} .", key
+
+    def filler(self) -> Sentence:
+        time_src, time_tgt = self.rng.choice(TIMES)
+        subj_src, subj_tgt = self.rng.choice(SUBJECTS)
+        verb_src, verb_tgt = self.rng.choice(PAST_VERBS)
+        return f"{time_src} {subj_src} {verb_src} .", f"{time_tgt} {verb_tgt} {subj_tgt} .", ""
+
+    def transitive(self) -> Sentence:
+        g1, s1, t1 = self.noun()
+        g2, s2, t2 = self.noun()
+        return f"the {s1} sees the {s2} .", f"{NOMINATIVE[g1]} {t1} sieht {ACCUSATIVE[g2]} {t2} .", ""
+
+    def episode(self) -> List[Sentence]:
+        kind = self.rng.choices(["near", "far", "transitive", "filler"], weights=[3, 2, 1, 1])[0]
+        if kind == "transitive":
+            return [self.transitive()]
+        if kind == "filler":
+            return [self.filler()]
+        intro, gender = self.intro()
+        middle = [self.filler()] if kind == "far" else []
+        return [intro, *middle, self.pronoun(gender)]
+
+    def document(self) -> List[Sentence]:
+        sentences: List[Sentence] = []
+        for _ in range(self.rng.randint(self.min_episodes, self.max_episodes)):
+            sentences.extend(self.episode())
+        return sentences
+
+
+SPLIT_SEED_OFFSET = {"train": 0, "valid": 1, "test": 2}
+
+
+def write_corpus(out_dir: str, sizes: CorpusSizes, seed: int = 1, src_lang: str = "en", tgt_lang: str = "de") -> Dict[str, int]:
+    """Write ``{split}.{src_lang}`` / ``{split}.{tgt_lang}`` as plain-text documents separated
+    by a blank line, plus the flat answer key ``{split}.ctxkey``. Returns sentences per split."""
+    os.makedirs(out_dir, exist_ok=True)
+    counts = {}
+    for split, num_docs in (("train", sizes.train), ("valid", sizes.valid), ("test", sizes.test)):
+        generator = DocumentGenerator(seed * 1000 + SPLIT_SEED_OFFSET[split])
+        docs = [generator.document() for _ in range(num_docs)]
+        paths = {name: os.path.join(out_dir, f"{split}.{name}") for name in (src_lang, tgt_lang, "ctxkey")}
+        with open(paths[src_lang], "w", encoding="utf-8") as src, open(paths[tgt_lang], "w", encoding="utf-8") as tgt, \
+                open(paths["ctxkey"], "w", encoding="utf-8") as key:
+            for doc_no, doc in enumerate(docs):
+                if doc_no:
+                    src.write("\n")
+                    tgt.write("\n")
+                for s, t, k in doc:
+                    src.write(s + "\n")
+                    tgt.write(t + "\n")
+                    key.write(k + "\n")
+        counts[split] = sum(len(d) for d in docs)
+    return counts

@@ -1,0 +1,2 @@
+"""Architectures registered with fairseq."""
+from fairseq_ctx.models import hierarchical_context  # noqa: F401

@@ -1,0 +1,119 @@
+"""Architectures ``hce`` and ``hmce``: Transformer with a hierarchical (memory) context encoder."""
+import logging
+from typing import Optional
+
+import torch
+from fairseq import checkpoint_utils
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import TransformerConfig, TransformerModel, base_architecture
+from torch import Tensor
+
+from fairseq_ctx.modules.hierarchical_context_encoder import (
+    HierarchicalContextConfig,
+    HierarchicalContextEncoder,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@register_model("hierarchical_context_transformer")
+class HierarchicalContextTransformer(TransformerModel):
+    """Transformer whose encoder output is fused with HCE/HMCE context (Yun 2022, ch. 3).
+
+    The decoder is fairseq's standard Transformer decoder (incremental decoding unchanged);
+    the context enters through ``net_input["context_tokens"]`` / ``["context_index"]``.
+    """
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        gen_parser_from_dataclass(parser, HierarchicalContextConfig(), delete_default=True)
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        ctx_cfg = HierarchicalContextConfig(
+            context_encoder_layers=getattr(args, "context_encoder_layers", None),
+            separate_context_encoder=getattr(args, "separate_context_encoder", False),
+        )
+        return HierarchicalContextEncoder(
+            TransformerConfig.from_namespace(args),
+            ctx_cfg,
+            src_dict,
+            embed_tokens,
+            memory_attention=args.memory_attention,
+        )
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor,
+        prev_output_tokens: Tensor,
+        context_tokens: Optional[Tensor] = None,
+        context_index: Optional[Tensor] = None,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        encoder_out = self.encoder(
+            src_tokens,
+            src_lengths=src_lengths,
+            context_tokens=context_tokens,
+            context_index=context_index,
+            return_all_hiddens=return_all_hiddens,
+        )
+        return self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+
+    def load_sentence_checkpoint(self, path: str) -> None:
+        """Copy every tensor of a sentence-level checkpoint whose name exists here.
+
+        Embedding matrices that are shorter only because our dictionary gained symbols
+        (``<boc>``) are copied row-wise; the new rows and all context parameters keep their
+        fresh initialisation. What was (partially) loaded and what stayed new is logged.
+        """
+        state = checkpoint_utils.load_checkpoint_to_cpu(path)["model"]
+        own = self.state_dict()
+        loaded, partial, mismatched = [], [], []
+        with torch.no_grad():
+            for name, value in state.items():
+                if name not in own:
+                    continue
+                target = own[name]
+                if target.shape == value.shape:
+                    target.copy_(value)
+                    loaded.append(name)
+                elif target.dim() == value.dim() and target.shape[1:] == value.shape[1:] and value.size(0) < target.size(0):
+                    target[: value.size(0)].copy_(value)
+                    partial.append(name)
+                else:
+                    mismatched.append(name)
+        fresh = sorted(set(own) - set(loaded) - set(partial))
+        logger.info(
+            "loaded %d tensors from sentence-level checkpoint %s (%d row-wise for added symbols: %s); "
+            "%d tensors newly initialised: %s; %d skipped for shape mismatch: %s",
+            len(loaded), path, len(partial), partial, len(fresh), fresh, len(mismatched), mismatched,
+        )
+        self.sentence_checkpoint_report = {"loaded": loaded, "partial": partial, "fresh": fresh, "mismatched": mismatched}
+
+
+@register_model_architecture("hierarchical_context_transformer", "hce")
+def hce_architecture(args):
+    """HCE: hierarchical context encoder; Transformer-base sizes (512, 6+6, 8 heads, dropout 0.1)."""
+    args.memory_attention = False
+    base_architecture(args)
+
+
+@register_model_architecture("hierarchical_context_transformer", "hmce")
+def hmce_architecture(args):
+    """HMCE: HCE + memory attention over the source embedding; thesis sizes by default."""
+    args.memory_attention = True
+    base_architecture(args)

@@ -1,0 +1,5 @@
+"""Building blocks shared by the fairseq-ctx models."""
+from fairseq_ctx.modules.attentive_pooling import AttentivePooling
+from fairseq_ctx.modules.gated_sum import GatedSum
+
+__all__ = ["AttentivePooling", "GatedSum"]

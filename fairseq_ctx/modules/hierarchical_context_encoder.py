@@ -1,0 +1,160 @@
+"""The hierarchical (memory) context encoder of HCE/HMCE."""
+import copy
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
+from fairseq.modules import (
+    FairseqDropout,
+    LayerNorm,
+    MultiheadAttention,
+    SinusoidalPositionalEmbedding,
+)
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+from fairseq.dataclass import FairseqDataclass
+from torch import Tensor, nn
+
+from fairseq_ctx.modules.attentive_pooling import AttentivePooling
+from fairseq_ctx.modules.gated_sum import GatedSum
+
+
+@dataclass
+class HierarchicalContextConfig(FairseqDataclass):
+    context_encoder_layers: Optional[int] = field(
+        default=None,
+        metadata={"help": "layers of the lower-level (per context sentence) encoder; default: "
+                  "as many as the source encoder (the thesis' StackedTransformerEncoder)"},
+    )
+    separate_context_encoder: bool = field(
+        default=False,
+        metadata={"help": "give the lower-level context encoder its own layers instead of sharing "
+                  "the source encoder's first --context-encoder-layers layers (the thesis shares)"},
+    )
+    pretrained_sentence_checkpoint: Optional[str] = field(
+        default=None,
+        metadata={"help": "initialise from a sentence-level fairseq transformer checkpoint (two-stage "
+                  "recipe); context parameters stay freshly initialised; what was loaded is logged"},
+    )
+
+
+class HierarchicalContextEncoder(TransformerEncoderBase):
+    """Source encoder + hierarchical context encoder (Yun 2022, eq. 3.14–3.17, Fig. 3.1/3.2).
+
+    1. Lower level: each context sentence c_i → e_i = StackedTransformerEncoder(c_i)
+       (shares the source encoder's layers unless ``separate_context_encoder``), eq. 3.14.
+    2. Self-attentive weighted sum s_i = Σ_j α_j e_ij (eq. 3.15–3.16), plus a sinusoidal
+       embedding of the slot index i (distance to the current sentence).
+    3. Upper level over s = [s_0..s_{N-1}]: a Transformer encoder layer (HCE, eq. 3.17), or
+       with ``memory_attention`` (HMCE, Fig. 3.2) self-attention, then memory attention whose
+       query is the context tensor and whose keys/values are the source embedding, then FFN.
+    4. h_ctx = MultiHead(h_src, t); output = GatedSum(h_src, h_ctx) (eq. 3.6–3.8).
+
+    Empty context slots are masked everywhere. A sentence without any context (document
+    start) gets exactly the sentence-level encoding h_src; the context path still runs on it
+    (on zero vectors) so every parameter is part of every step's graph.
+    """
+
+    def __init__(self, cfg: TransformerConfig, ctx_cfg, dictionary, embed_tokens, memory_attention: bool):
+        super().__init__(cfg, dictionary, embed_tokens)
+        embed_dim = cfg.encoder.embed_dim
+        heads = cfg.encoder.attention_heads
+        self.memory_attention = memory_attention
+        num_lower = ctx_cfg.context_encoder_layers
+        num_lower = cfg.encoder.layers if num_lower is None else num_lower
+        if ctx_cfg.separate_context_encoder:
+            self.context_layers: Optional[nn.ModuleList] = nn.ModuleList(
+                [self.build_encoder_layer(cfg) for _ in range(num_lower)]
+            )
+            self.context_layer_norm = LayerNorm(embed_dim, export=cfg.export) if cfg.encoder.normalize_before else None
+        else:
+            if num_lower > cfg.encoder.layers:
+                raise ValueError(
+                    f"--context-encoder-layers {num_lower} exceeds --encoder-layers {cfg.encoder.layers}; "
+                    f"use --separate-context-encoder for a deeper context encoder"
+                )
+            self.context_layers = None
+        self.num_context_layers = num_lower
+        self.pooling = AttentivePooling(embed_dim, heads, dropout=cfg.attention_dropout)
+        if memory_attention:
+            self.upper = TransformerDecoderLayerBase(_memory_layer_config(cfg))
+        else:
+            self.upper = TransformerEncoderLayerBase(cfg)
+        self.context_attn = MultiheadAttention(
+            embed_dim, heads, dropout=cfg.attention_dropout, encoder_decoder_attention=True
+        )
+        self.context_dropout = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
+        self.gated_sum = GatedSum(embed_dim)
+
+    def lower_level_layers(self) -> Tuple[List[nn.Module], Optional[nn.Module]]:
+        if self.context_layers is not None:
+            return list(self.context_layers), self.context_layer_norm
+        return list(self.layers)[: self.num_context_layers], self.layer_norm
+
+    def encode_context_sentences(self, tokens: Tensor) -> Tensor:
+        """(U, Lc) context sentences → (U, C) sentence vectors s_i (eq. 3.14–3.16)."""
+        padding_mask = tokens.eq(self.padding_idx)
+        x, _ = self.forward_embedding(tokens)
+        x = (x * (1 - padding_mask.unsqueeze(-1).type_as(x))).transpose(0, 1)
+        layers, final_norm = self.lower_level_layers()
+        for layer in layers:
+            x = layer(x, encoder_padding_mask=padding_mask)
+        if final_norm is not None:
+            x = final_norm(x)
+        return self.pooling(x, padding_mask)
+
+    def context_slots(self, src_tokens: Tensor, context_tokens: Optional[Tensor], context_index: Optional[Tensor]):
+        """Returns slot vectors (N, B, C) and the slot mask (B, N), True for empty slots."""
+        batch = src_tokens.size(0)
+        if context_index is None or context_tokens is None:
+            context_index = src_tokens.new_full((batch, 1), -1)
+            context_tokens = src_tokens.new_zeros((0, 1))
+        if context_tokens.size(0) == 0:
+            context_tokens = src_tokens.new_full((1, 1), self.dictionary.eos())
+        vectors = self.encode_context_sentences(context_tokens)
+        empty = context_index.lt(0)
+        slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
+        positions = SinusoidalPositionalEmbedding.get_embedding(slots.size(1), slots.size(2))
+        slots = slots + positions.to(slots).unsqueeze(0)
+        return slots.transpose(0, 1), empty
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Optional[Tensor] = None,
+        context_tokens: Optional[Tensor] = None,
+        context_index: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+    ) -> Dict[str, List[Tensor]]:
+        out = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        h_src = out["encoder_out"][0]
+        slots, empty = self.context_slots(src_tokens, context_tokens, context_index)
+        has_context = ~empty.all(dim=1)
+        slot_mask = empty & has_context.unsqueeze(1)
+        if self.memory_attention:
+            memory = out["encoder_embedding"][0].transpose(0, 1)
+            t, _, _ = self.upper(
+                slots,
+                encoder_out=memory,
+                encoder_padding_mask=out["encoder_padding_mask"][0],
+                self_attn_padding_mask=slot_mask,
+            )
+        else:
+            t = self.upper(slots, encoder_padding_mask=slot_mask)
+        h_ctx, _ = self.context_attn(query=h_src, key=t, value=t, key_padding_mask=slot_mask, need_weights=False)
+        fused = self.gated_sum(h_src, self.context_dropout(h_ctx))
+        out["encoder_out"] = [torch.where(has_context.view(1, -1, 1), fused, h_src)]
+        return out
+
+
+def _memory_layer_config(cfg: TransformerConfig) -> TransformerConfig:
+    """A decoder-layer config whose sizes are the encoder's, so that fairseq's
+    TransformerDecoderLayerBase serves as HMCE's self-attention + memory-attention + FFN."""
+    memory_cfg = copy.deepcopy(cfg)
+    memory_cfg.decoder.embed_dim = cfg.encoder.embed_dim
+    memory_cfg.decoder.ffn_embed_dim = cfg.encoder.ffn_embed_dim
+    memory_cfg.decoder.attention_heads = cfg.encoder.attention_heads
+    memory_cfg.decoder.normalize_before = cfg.encoder.normalize_before
+    memory_cfg.cross_self_attention = False
+    return memory_cfg

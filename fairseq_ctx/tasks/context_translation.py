@@ -1,0 +1,98 @@
+"""Task ``context_translation``: translation whose batches carry previous source sentences."""
+import inspect
+import logging
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fairseq import utils
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from fairseq_ctx.data.context_dataset import ContextTranslationDataset
+from fairseq_ctx.data.docids import DocumentIdError, docids_path, read_docids
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ContextTranslationConfig(TranslationConfig):
+    context_size: int = field(
+        default=2,
+        metadata={"help": "number of previous source sentences of the same document given "
+                  "as context (SPEC §1: N=2 in the thesis); 0 = sentence-level"},
+    )
+    max_context_tokens: Optional[int] = field(
+        default=None,
+        metadata={"help": "truncate each context sentence (with its <boc>) to this many tokens; "
+                  "default: --max-source-positions. Truncations are counted and logged once"},
+    )
+    context_begin_symbol: str = field(
+        default="<boc>",
+        metadata={"help": "beginning-of-context symbol prepended to every context sentence; "
+                  "added to the source dictionary (and the target one when they are joined)"},
+    )
+
+
+@register_task("context_translation", dataclass=ContextTranslationConfig)
+class ContextTranslationTask(TranslationTask):
+    """Document-level translation (SPEC §1). Data = a fairseq-preprocess directory plus
+    ``{split}.docids`` (one document id per source line) in the same directory."""
+
+    cfg: ContextTranslationConfig
+
+    def __init__(self, cfg: ContextTranslationConfig, src_dict, tgt_dict):
+        joined = src_dict == tgt_dict
+        super().__init__(cfg, src_dict, tgt_dict)
+        self.boc_index = src_dict.add_symbol(cfg.context_begin_symbol)
+        if joined and tgt_dict is not src_dict:
+            tgt_dict.add_symbol(cfg.context_begin_symbol)
+
+    @property
+    def context_limit(self) -> int:
+        limit = self.cfg.max_source_positions
+        if self.cfg.max_context_tokens is not None:
+            limit = min(limit, self.cfg.max_context_tokens)
+        if limit < 2:
+            raise ValueError(f"--max-context-tokens must be at least 2 (<boc> and </s>), got {limit}")
+        return limit
+
+    def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
+        paths = utils.split_paths(self.cfg.data)
+        data_path = paths[(epoch - 1) % len(paths)] if split == self.cfg.train_subset else paths[0]
+        super().load_dataset(split, epoch=epoch, combine=False, **kwargs)
+        pair = self.datasets[split]
+        if len(pair) == 0:
+            raise DocumentIdError(
+                f"context_translation: split '{split}' in {data_path} has 0 sentences; "
+                f"check the text files given to fairseq-preprocess for this split"
+            )
+        if self.cfg.context_size < 0:
+            raise ValueError(f"--context-size must be >= 0, got {self.cfg.context_size}")
+        if self.cfg.context_size == 0:
+            return
+        codes = read_docids(docids_path(data_path, split), split, len(pair))
+        self.datasets[split] = ContextTranslationDataset(
+            pair,
+            codes,
+            context_size=self.cfg.context_size,
+            boc_index=self.boc_index,
+            max_context_tokens=self.context_limit,
+            split=split,
+        )
+
+    def build_model(self, cfg, from_checkpoint: bool = False):
+        model = super().build_model(cfg, from_checkpoint)
+        if self.cfg.context_size > 0 and not _accepts_context(model):
+            raise ValueError(
+                f"context_translation: --arch {getattr(cfg, 'arch', cfg.get('_name', '?'))} is a "
+                f"sentence-level model and cannot read context; train it with --context-size 0 "
+                f"(same data directory) or choose a context-aware arch such as hce or hmce"
+            )
+        checkpoint = getattr(cfg, "pretrained_sentence_checkpoint", None)
+        if checkpoint and not from_checkpoint:
+            model.load_sentence_checkpoint(checkpoint)
+        return model
+
+
+def _accepts_context(model) -> bool:
+    return "context_index" in inspect.signature(model.encoder.forward).parameters

@@ -1,0 +1,29 @@
+"""Installable fairseq plugin: context-aware, multi-source MT and document embeddings."""
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-ctx",
+    version="0.1.0",
+    description="fairseq plugin: hierarchical context encoders (HCE/HMCE) and related models",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.8",
+    packages=find_packages(include=["fairseq_ctx", "fairseq_ctx.*"]),
+    install_requires=[
+        "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
+        "fairseq>=0.12.2; python_version < '3.11'",
+        "torch>=1.13",
+        "sentencepiece",
+        "sacrebleu>=2",
+        "numpy",
+    ],
+    extras_require={"dev": ["pytest>=7", "matplotlib"]},
+    entry_points={
+        "console_scripts": [
+            "fairseq-ctx-user-dir=fairseq_ctx.cli.user_dir:main",
+            "fairseq-ctx-prepare-docs=fairseq_ctx.cli.prepare_docs:main",
+            "fairseq-ctx-make-corpus=fairseq_ctx.cli.make_corpus:main",
+            "fairseq-ctx-score=fairseq_ctx.cli.score:main",
+        ]
+    },
+)
