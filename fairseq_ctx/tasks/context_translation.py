@@ -1,6 +1,7 @@
 """Task ``context_translation``: translation whose batches carry previous source sentences."""
 import inspect
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -59,13 +60,12 @@ class ContextTranslationTask(TranslationTask):
     def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
         paths = utils.split_paths(self.cfg.data)
         data_path = paths[(epoch - 1) % len(paths)] if split == self.cfg.train_subset else paths[0]
+        if _binarized_split_is_empty(data_path, split, self.cfg.source_lang, self.cfg.target_lang):
+            raise DocumentIdError(_empty_split_message(data_path, split))
         super().load_dataset(split, epoch=epoch, combine=False, **kwargs)
         pair = self.datasets[split]
         if len(pair) == 0:
-            raise DocumentIdError(
-                f"context_translation: split '{split}' in {data_path} has 0 sentences; "
-                f"check the text files given to fairseq-preprocess for this split"
-            )
+            raise DocumentIdError(_empty_split_message(data_path, split))
         if self.cfg.context_size < 0:
             raise ValueError(f"--context-size must be >= 0, got {self.cfg.context_size}")
         if self.cfg.context_size == 0:
@@ -84,7 +84,7 @@ class ContextTranslationTask(TranslationTask):
         model = super().build_model(cfg, from_checkpoint)
         if self.cfg.context_size > 0 and not _accepts_context(model):
             raise ValueError(
-                f"context_translation: --arch {getattr(cfg, 'arch', cfg.get('_name', '?'))} is a "
+                f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} is a "
                 f"sentence-level model and cannot read context; train it with --context-size 0 "
                 f"(same data directory) or choose a context-aware arch such as hce or hmce"
             )
@@ -92,6 +92,22 @@ class ContextTranslationTask(TranslationTask):
         if checkpoint and not from_checkpoint:
             model.load_sentence_checkpoint(checkpoint)
         return model
+
+
+def _empty_split_message(data_path: str, split: str) -> str:
+    return (
+        f"context_translation: split '{split}' in {data_path} has 0 sentences; "
+        f"check the text files given to fairseq-preprocess for this split"
+    )
+
+
+def _binarized_split_is_empty(data_path: str, split: str, src: str, tgt: str) -> bool:
+    """fairseq cannot memory-map an empty .bin file; detect the empty split before it tries."""
+    for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
+        path = os.path.join(data_path, f"{split}.{pair}.{src}.bin")
+        if os.path.exists(path):
+            return os.path.getsize(path) == 0
+    return False
 
 
 def _accepts_context(model) -> bool:

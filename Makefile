@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Each creates .venv, installs torch first (TORCH_SPEC; the CPU wheel here), then the package.
+VENV ?= .venv
+PYTHON ?= python3
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test benchmark clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -e ".[dev]"
+	touch $@
+
+demo: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/context_mt/demo.sh
+
+test: setup
+	$(BIN)/python -m pytest -q tests
+
+benchmark: setup
+	$(BIN)/python benchmarks/context_speed.py
+
+clean:
+	rm -rf work

@@ -1,0 +1,83 @@
+"""Shared fixtures: generated corpora binarized with stock fairseq-preprocess, and helpers
+that build tasks and models through fairseq's own command-line parsing."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Sequence
+
+import pytest
+import torch
+from fairseq import options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+import fairseq_ctx
+from fairseq_ctx.cli.prepare_docs import prepare
+from fairseq_ctx.data.synthetic_corpus import CorpusSizes, write_corpus
+
+USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
+BIN_DIR = Path(sys.executable).parent
+TINY_MODEL = [
+    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-layers", "2", "--decoder-layers", "1",
+    "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+    "--share-all-embeddings",
+]
+
+
+def tool(name: str) -> str:
+    return str(BIN_DIR / name)
+
+
+def run_tool(args: Sequence[str], cwd=None, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([tool(args[0]), *args[1:]], cwd=cwd, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def make_data_bin(root: Path, sizes: CorpusSizes, seed: int = 1) -> Path:
+    """Generated corpus → prepare-docs → fairseq-preprocess (joined dict) → docids copied."""
+    raw, prep, data_bin = root / "raw", root / "prep", root / "data-bin"
+    write_corpus(str(raw), sizes, seed=seed)
+    for split in ("train", "valid", "test"):
+        prepare(str(raw / f"{split}.en"), str(raw / f"{split}.de"), str(prep / split), "en", "de", "doc")
+    run_tool([
+        "fairseq-preprocess", "--source-lang", "en", "--target-lang", "de",
+        "--trainpref", str(prep / "train"), "--validpref", str(prep / "valid"), "--testpref", str(prep / "test"),
+        "--destdir", str(data_bin), "--joined-dictionary", "--workers", "1",
+    ])
+    for split in ("train", "valid", "test"):
+        shutil.copy(prep / f"{split}.docids", data_bin / f"{split}.docids")
+    return data_bin
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> Path:
+    """About 300 training sentences in 40 documents."""
+    return make_data_bin(tmp_path_factory.mktemp("tiny"), CorpusSizes(train=40, valid=6, test=6))
+
+
+def parse_cfg(data_dir: Path, arch: str, extra: Sequence[str] = ()):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser,
+        input_args=[str(data_dir), "--user-dir", USER_DIR, "--task", "context_translation",
+                    "--arch", arch, "--cpu", "--seed", "1", *TINY_MODEL, *extra],
+    )
+    return convert_namespace_to_omegaconf(args)
+
+
+def build(data_dir: Path, arch: str = "hmce", extra: Sequence[str] = ()):
+    cfg = parse_cfg(data_dir, arch, extra)
+    torch.manual_seed(1)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    return task, model, cfg
+
+
+def batch_of(task, split: str, indices: List[int]):
+    dataset = task.datasets[split]
+    return dataset.collater([dataset[i] for i in indices])

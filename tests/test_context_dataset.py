@@ -1,0 +1,62 @@
+"""The context dataset: document boundaries, <boc>, slot order, deduplication, token budgets."""
+import numpy as np
+import torch
+
+from conftest import batch_of, build
+
+from fairseq_ctx.data.docids import read_docids
+
+
+def test_context_comes_only_from_earlier_sentences_of_the_same_document(tiny_data):
+    task, _, _ = build(tiny_data, "hmce")
+    task.load_dataset("train")
+    dataset = task.datasets["train"]
+    codes = read_docids(str(tiny_data / "train.docids"), "train", len(dataset))
+    first_of_doc = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+    assert len(first_of_doc) == 40
+    for index in range(len(dataset)):
+        ids = dataset[index]["context_ids"]
+        assert all(codes[j] == codes[index] for j in ids), f"context of {index} crosses a document"
+        assert ids == [index - k for k in range(1, len(ids) + 1)], "c_0 must be the nearest sentence"
+        expected = min(2, index - first_of_doc[first_of_doc <= index].max())
+        assert len(ids) == expected
+    for index in first_of_doc:
+        assert dataset[index]["context_ids"] == []
+
+
+def test_batch_layout_boc_slots_and_deduplication(tiny_data):
+    task, _, _ = build(tiny_data, "hmce")
+    task.load_dataset("train")
+    dataset = task.datasets["train"]
+    batch = batch_of(task, "train", list(range(6)))
+    tokens, index = batch["net_input"]["context_tokens"], batch["net_input"]["context_index"]
+    assert index.shape == (6, 2)
+    assert (tokens[:, 0] == task.boc_index).all()
+    # sentences 0..5 of document 0: their contexts are sentences 0..4, each stored once
+    assert tokens.size(0) == 5
+    for row, example_id in enumerate(batch["id"].tolist()):
+        for slot, context_id in enumerate(dataset[example_id]["context_ids"]):
+            stored = tokens[index[row, slot]]
+            stored = stored[stored.ne(task.src_dict.pad())]
+            expected = torch.cat([torch.tensor([task.boc_index]), dataset.pair.src[context_id]])
+            assert torch.equal(stored, expected)
+        assert (index[row, len(dataset[example_id]["context_ids"]):] == -1).all()
+
+
+def test_token_budget_counts_context_tokens(tiny_data):
+    task, _, _ = build(tiny_data, "hmce")
+    task.load_dataset("train")
+    dataset = task.datasets["train"]
+    index = 2  # third sentence of the first document: two context sentences
+    context = sum(int(dataset.pair.src_sizes[j]) + 1 for j in (0, 1))
+    assert dataset.num_tokens(index) == max(int(dataset.pair.src_sizes[index]) + context, int(dataset.pair.tgt_sizes[index]))
+    np.testing.assert_array_equal(
+        dataset.num_tokens_vec(np.arange(len(dataset))), [dataset.num_tokens(i) for i in range(len(dataset))]
+    )
+
+
+def test_context_size_zero_gives_plain_sentence_batches(tiny_data):
+    task, _, _ = build(tiny_data, "transformer", ["--context-size", "0"])
+    task.load_dataset("train")
+    batch = batch_of(task, "train", [0, 1, 2])
+    assert set(batch["net_input"]) == {"src_tokens", "src_lengths", "prev_output_tokens"}

@@ -1,0 +1,114 @@
+"""HCE/HMCE behaviour: padding invariance, context use, gradients, half precision, beam search."""
+import pytest
+import torch
+
+from conftest import batch_of, build
+
+ARCH_VARIANTS = [
+    ("hce", []),
+    ("hmce", []),
+    ("hmce", ["--separate-context-encoder", "--context-encoder-layers", "1"]),
+    ("hmce", ["--context-encoder-layers", "1"]),
+]
+
+
+def encoder_out(model, net_input):
+    return model.encoder(
+        net_input["src_tokens"], net_input["src_lengths"],
+        context_tokens=net_input.get("context_tokens"), context_index=net_input.get("context_index"),
+    )["encoder_out"][0]
+
+
+@pytest.fixture(scope="module")
+def hmce(tiny_data):
+    task, model, cfg = build(tiny_data, "hmce")
+    task.load_dataset("train")
+    task.load_dataset("test")
+    model.eval()
+    return task, model
+
+
+@pytest.mark.parametrize("arch,extra", ARCH_VARIANTS)
+def test_padding_the_context_does_not_change_encoder_output(tiny_data, arch, extra):
+    task, model, _ = build(tiny_data, arch, extra)
+    task.load_dataset("train")
+    model.eval()
+    net_input = batch_of(task, "train", list(range(10)))["net_input"]
+    reference = encoder_out(model, net_input)
+    padded = dict(net_input)
+    pad = task.src_dict.pad()
+    padded["context_tokens"] = torch.cat(
+        [net_input["context_tokens"], net_input["context_tokens"].new_full((net_input["context_tokens"].size(0), 5), pad)], dim=1
+    )
+    padded["context_index"] = torch.cat(
+        [net_input["context_index"], net_input["context_index"].new_full((10, 3), -1)], dim=1
+    )
+    torch.testing.assert_close(encoder_out(model, padded), reference, atol=1e-5, rtol=0)
+
+
+def test_context_changes_output_only_for_sentences_that_have_context(hmce):
+    task, model = hmce
+    net_input = batch_of(task, "train", list(range(10)))["net_input"]
+    with_context = encoder_out(model, net_input)
+    without = encoder_out(model, {k: v for k, v in net_input.items() if not k.startswith("context")})
+    has_context = net_input["context_index"].ge(0).any(dim=1)
+    assert not has_context.all() and has_context.any()
+    difference = (with_context - without).abs().amax(dim=(0, 2))
+    assert (difference[~has_context] == 0).all(), "document-initial sentences must equal sentence-level encoding"
+    assert (difference[has_context] > 1e-4).all()
+
+
+@pytest.mark.parametrize("arch,extra", ARCH_VARIANTS)
+def test_every_parameter_gets_a_gradient(tiny_data, arch, extra):
+    task, model, cfg = build(tiny_data, arch, extra)
+    task.load_dataset("train")
+    criterion = task.build_criterion(cfg.criterion)
+    model.train()
+    for indices in (list(range(12)), [0]):  # mixed batch; a batch of one document-initial sentence
+        model.zero_grad()
+        sample = batch_of(task, "train", indices)
+        loss, _, _ = criterion(model, sample)
+        loss.backward()
+        missing = [name for name, p in model.named_parameters() if p.grad is None]
+        assert missing == [], f"{arch} {extra}: no gradient for {missing} on batch {indices}"
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("arch", ["hce", "hmce"])
+def test_half_precision_forward_backward_is_finite_and_close(tiny_data, arch, dtype):
+    task, model, cfg = build(tiny_data, arch)
+    task.load_dataset("train")
+    model.eval()
+    net_input = batch_of(task, "train", list(range(12)))["net_input"]
+    reference = encoder_out(model, net_input).float()
+    model.to(dtype)
+    out = encoder_out(model, net_input)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    torch.testing.assert_close(out.float(), reference, atol=0.1, rtol=0.05)
+    model.train()
+    logits = model(**net_input)[0]
+    logits.float().logsumexp(-1).mean().backward()
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_beam_search_batch_equals_one_sentence_at_a_time(hmce):
+    task, model = hmce
+    from argparse import Namespace
+
+    generator = task.build_generator([model], Namespace(beam=4, max_len_b=20, nbest=1))
+    indices = list(range(len(task.datasets["test"])))[:16]
+    batched = task.inference_step(generator, [model], batch_of(task, "test", indices))
+    by_id = {}
+    sample = batch_of(task, "test", indices)
+    for row, example_id in enumerate(sample["id"].tolist()):
+        by_id[example_id] = batched[row][0]["tokens"].tolist()
+    for example_id in indices:
+        single = task.inference_step(generator, [model], batch_of(task, "test", [example_id]))
+        assert single[0][0]["tokens"].tolist() == by_id[example_id]
+
+
+def test_sentence_level_arch_with_context_is_a_clear_error(tiny_data):
+    with pytest.raises(ValueError, match="--context-size 0"):
+        build(tiny_data, "transformer")
