@@ -29,7 +29,8 @@ def train_and_score(data: Path, work: Path, arch: str, context_size: int) -> dic
     common = ["--user-dir", USER_DIR, "--task", "context_translation", "--context-size", str(context_size)]
     run_tool(["fairseq-train", str(data), *common, "--arch", arch, *MODEL, *BUDGET, "--save-dir", str(save_dir)])
     generated = run_tool(["fairseq-generate", str(data), *common, "--path", str(save_dir / "checkpoint_best.pt"),
-                          "--gen-subset", "test", "--beam", "5", "--batch-size", "32", "--cpu"])
+                          "--gen-subset", "test", "--beam", "5", "--batch-size", "32", "--cpu",
+                          "--required-batch-size-multiple", "1"])
     output = work / f"generate-{arch}.out"
     output.write_text(generated.stdout)
     return {"checkpoint": save_dir / "checkpoint_best.pt",

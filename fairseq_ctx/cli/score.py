@@ -47,8 +47,11 @@ def score(generate_output: str, context_key: str) -> Dict[str, float]:
     bleu = sacrebleu.corpus_bleu([hyps[i] for i in ids], [[refs.get(i, "") for i in ids]])
     with open(context_key, encoding="utf-8") as handle:
         key_lines = handle.read().splitlines()
-    if max(ids) >= len(key_lines):
-        raise ValueError(f"{context_key} has {len(key_lines)} lines but the output has sentence id {max(ids)}")
+    if len(ids) != len(key_lines) or max(ids) >= len(key_lines):
+        raise ValueError(
+            f"{generate_output} has {len(ids)} hypotheses but {context_key} has {len(key_lines)} lines; "
+            f"translate the whole split (fairseq-generate --required-batch-size-multiple 1 keeps every sentence)"
+        )
     accuracy, correct, total = context_accuracy(hyps, key_lines)
     return {"bleu": bleu.score, "context_accuracy": accuracy, "context_correct": correct,
             "context_total": total, "sentences": len(ids)}

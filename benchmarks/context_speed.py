@@ -1,0 +1,383 @@
+"""Speed of the context models against the sentence-level Transformer, on one generated corpus.
+
+Usage: ``python benchmarks/context_speed.py [--quick] [--size base] [--context-encoder-layers K]
+[--json PATH]`` (``--help`` lists the rest).
+
+Method
+------
+1. Data: documents from ``DocumentGenerator(seed, min_episodes=8, max_episodes=12)`` (about
+   20 sentences each, so that N=8 finds 8 previous sentences for most examples) →
+   ``prepare`` (the code of ``fairseq-ctx-prepare-docs``) → ``fairseq-preprocess
+   --joined-dictionary`` into a temporary directory, docids copied next to the binarized
+   splits (the pipeline of ``examples/context_mt/demo.sh``).
+2. Models: built in-process through fairseq's own parser, task and criterion
+   (``context_translation``, ``label_smoothed_cross_entropy`` 0.1, fairseq's Adam), with the
+   same dimensions for every model: ``transformer`` (``--context-size 0``), ``hce`` and
+   ``hmce`` at N=2, and ``hmce`` at N = 1, 2, 4, 8 (the N=2 run is shared).
+3. Training: ``task.get_batch_iterator`` with a fixed number of sentences per batch and one
+   seed, so every model trains on exactly the same sentence batches (checked). Batches are
+   collated before timing; a timed update is forward + backward (``task.train_step``) +
+   optimizer step. Warm-up updates are excluded. Reported: the median over the timed
+   updates of seconds per update and of training words/s (target tokens / seconds).
+4. Generation: fairseq's SequenceGenerator (``task.build_generator``, beam 5) through
+   ``task.inference_step`` on test batches of the same size, eval mode, ``torch.no_grad()``,
+   one warm-up batch excluded. Generation tokens/s = generated tokens of the best hypothesis
+   (with ``</s>``, as ``fairseq-generate`` counts them) / seconds, median over the timed
+   batches. The models are barely trained and would stop at arbitrary lengths, so every
+   model generates with fairseq's ``--match-source-len`` (output length = source length,
+   which is close to the reference length in this corpus): all models then decode exactly
+   the same number of tokens and tokens/s compares their cost, not when they stop.
+
+Targets
+-------
+- hmce training words/s / transformer training words/s at N=2 >= 0.8;
+- hmce seconds per update at N=8 / at N=1 <= 2.0.
+
+Timings are wall-clock (``time.perf_counter``) with torch's default number of threads; the
+load average is printed because other processes on the machine distort them (medians damp
+occasional interruptions, not a busy machine).
+"""
+import argparse
+import itertools
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+# fairseq configures the root logger when its tasks are imported: silence the libraries first,
+# and the deprecation notices that fairseq 0.12's own code triggers in hydra and torch.
+for _name in ("fairseq", "fairseq_cli", "fairseq_ctx", "hydra"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+for _message in (r"\s*'config' is validated against ConfigStore", r"'pin_memory' argument is set as true",
+                 r"`torch.cuda.amp.autocast", r"Support for mismatched key_padding_mask and attn_mask"):
+    warnings.filterwarnings("ignore", message=_message)
+warnings.filterwarnings("ignore", module=r"hydra\.")
+
+import torch  # noqa: E402
+from fairseq import optim, options, tasks, utils  # noqa: E402
+from fairseq.dataclass.configs import GenerationConfig  # noqa: E402
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+
+import fairseq_ctx  # noqa: E402
+from fairseq_ctx.cli.prepare_docs import prepare  # noqa: E402
+from fairseq_ctx.data.synthetic_corpus import DocumentGenerator  # noqa: E402
+
+USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
+SRC, TGT = "en", "de"
+BEAM = 5
+TRAIN_RATIO_TARGET = 0.8
+SCALING_RATIO_TARGET = 2.0
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    embed: int
+    ffn: int
+    heads: int
+    layers: int
+
+    def fairseq_args(self) -> List[str]:
+        args = []
+        for side in ("encoder", "decoder"):
+            args += [
+                f"--{side}-embed-dim", str(self.embed), f"--{side}-ffn-embed-dim", str(self.ffn),
+                f"--{side}-attention-heads", str(self.heads), f"--{side}-layers", str(self.layers),
+            ]
+        return args + ["--share-all-embeddings", "--dropout", "0.1"]
+
+
+SIZES = {
+    "medium": ModelSize(embed=256, ffn=1024, heads=4, layers=3),
+    "base": ModelSize(embed=512, ffn=2048, heads=8, layers=6),  # the thesis' Transformer-base
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    arch: str
+    context_size: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.arch}@N={self.context_size}"
+
+
+COMPARISON = [Setting("transformer", 0), Setting("hce", 2), Setting("hmce", 2)]
+SCALING = [Setting("hmce", n) for n in (1, 2, 4, 8)]
+
+
+@dataclass
+class Measurement:
+    arch: str
+    context_size: int
+    params: int
+    context_per_sentence: float
+    train_words_per_s: float
+    sec_per_update: float
+    gen_tokens_per_s: float
+    gen_mean_length: float
+
+
+def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke check: 1 warm-up + 3 timed updates and 1 timed generation batch per model "
+                             "(overrides --warmup-updates, --updates, --gen-batches)")
+    parser.add_argument("--size", choices=sorted(SIZES), default="medium",
+                        help="medium: 256 embed, 1024 FFN, 4 heads, 3+3 layers; base: 512, 2048, 8, 6+6")
+    parser.add_argument("--context-encoder-layers", type=int, default=None,
+                        help="passed to hce/hmce (default: not passed, i.e. the model default)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (training and generation)")
+    parser.add_argument("--warmup-updates", type=int, default=3, help="untimed updates before timing")
+    parser.add_argument("--updates", type=int, default=20, help="timed updates per model")
+    parser.add_argument("--gen-batches", type=int, default=8, help="timed generation batches per model")
+    parser.add_argument("--train-sentences", type=int, default=3000, help="at least this many training sentences")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.warmup_updates, args.updates, args.gen_batches = 1, 3, 1
+    for name in ("batch_size", "updates", "gen_batches", "train_sentences"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.warmup_updates < 0:
+        parser.error("--warmup-updates must be >= 0")
+    layers = SIZES[args.size].layers
+    if args.context_encoder_layers is not None and not 0 <= args.context_encoder_layers <= layers:
+        parser.error(f"--context-encoder-layers must be between 0 and the {layers} encoder layers of --size {args.size}"
+                     f" (the context encoder shares the source encoder's layers)")
+    return args
+
+
+def write_documents(prefix: Path, seed: int, min_sentences: int) -> Dict[str, int]:
+    """Blank-line-separated documents in ``prefix.{SRC,TGT}``; returns document/sentence counts."""
+    generator = DocumentGenerator(seed, min_episodes=8, max_episodes=12)
+    docs: List[list] = []
+    while sum(len(doc) for doc in docs) < min_sentences:
+        docs.append(generator.document())
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    for lang, column in ((SRC, 0), (TGT, 1)):
+        text = "\n\n".join("\n".join(sentence[column] for sentence in doc) for doc in docs)
+        Path(f"{prefix}.{lang}").write_text(text + "\n", encoding="utf-8")
+    return {"documents": len(docs), "sentences": sum(len(doc) for doc in docs)}
+
+
+def build_data(root: Path, seed: int, train_sentences: int, test_sentences: int) -> Dict[str, Dict[str, int]]:
+    """Generated documents → prepare → fairseq-preprocess into ``root/data-bin`` (+ docids)."""
+    raw, prep, data_bin = root / "raw", root / "prep", root / "data-bin"
+    counts = {
+        "train": write_documents(raw / "train", seed, train_sentences),
+        "test": write_documents(raw / "test", seed + 1, test_sentences),
+    }
+    for split in counts:
+        prepare(str(raw / f"{split}.{SRC}"), str(raw / f"{split}.{TGT}"), str(prep / split), SRC, TGT, "doc")
+    preprocess = Path(sys.executable).parent / "fairseq-preprocess"
+    result = subprocess.run(
+        [str(preprocess), "--source-lang", SRC, "--target-lang", TGT, "--trainpref", str(prep / "train"),
+         "--testpref", str(prep / "test"), "--destdir", str(data_bin), "--joined-dictionary", "--workers", "2"],
+        capture_output=True, text=True,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"fairseq-preprocess failed:\n{result.stderr[-3000:]}")
+    for split in counts:
+        shutil.copy(prep / f"{split}.docids", data_bin / f"{split}.docids")
+    return counts
+
+
+def fairseq_cfg(data_bin: Path, setting: Setting, args: argparse.Namespace):
+    input_args = [
+        str(data_bin), "--user-dir", USER_DIR, "--task", "context_translation",
+        "--context-size", str(setting.context_size), "--arch", setting.arch, "--cpu", "--seed", str(args.seed),
+        *SIZES[args.size].fairseq_args(),
+        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+        "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "5e-4",
+        "--batch-size", str(args.batch_size),
+    ]
+    if setting.arch != "transformer" and args.context_encoder_layers is not None:
+        input_args += ["--context-encoder-layers", str(args.context_encoder_layers)]
+    parser = options.get_training_parser()
+    return convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, input_args=input_args))
+
+
+def fixed_batches(task, model, cfg, split: str, count: int, shuffle: bool) -> List[dict]:
+    """The first ``count`` collated batches of ``cfg.dataset.batch_size`` sentences of ``split``."""
+    iterator = task.get_batch_iterator(
+        dataset=task.dataset(split),
+        max_tokens=cfg.dataset.max_tokens,
+        max_sentences=cfg.dataset.batch_size,
+        max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+        seed=cfg.common.seed,
+    ).next_epoch_itr(shuffle=shuffle)
+    batches = list(itertools.islice(iterator, count))
+    if len(batches) < count:
+        raise SystemExit(f"split '{split}' has only {len(batches)} batches, {count} needed: use more sentences")
+    return batches
+
+
+def context_per_sentence(batches: Sequence[dict]) -> float:
+    """Mean number of filled context slots per example (0 for sentence-level batches)."""
+    filled = sum(int(b["net_input"]["context_index"].ge(0).sum()) for b in batches if "context_index" in b["net_input"])
+    return filled / sum(b["nsentences"] for b in batches)
+
+
+def time_training(task, model, criterion, optimizer, batches: Sequence[dict], warmup: int) -> Dict[str, float]:
+    seconds, words_per_s = [], []
+    for update_num, sample in enumerate(batches):
+        start = time.perf_counter()
+        task.train_step(sample, model, criterion, optimizer, update_num)
+        optimizer.step()
+        optimizer.zero_grad()
+        if update_num >= warmup:
+            seconds.append(time.perf_counter() - start)
+            words_per_s.append(sample["ntokens"] / seconds[-1])
+    return {"train_words_per_s": statistics.median(words_per_s), "sec_per_update": statistics.median(seconds)}
+
+
+def time_generation(task, model, batches: Sequence[dict]) -> Dict[str, float]:
+    """Beam search over ``batches``; the first one is a warm-up."""
+    generator = task.build_generator([model], GenerationConfig(beam=BEAM, match_source_len=True))
+    model.eval()
+    tokens_per_s, tokens, sentences = [], 0, 0
+    with torch.no_grad():
+        for number, sample in enumerate(batches):
+            start = time.perf_counter()
+            hypos = task.inference_step(generator, [model], sample)
+            elapsed = time.perf_counter() - start
+            if number > 0:
+                generated = sum(h[0]["tokens"].numel() for h in hypos)
+                tokens_per_s.append(generated / elapsed)
+                tokens += generated
+                sentences += len(hypos)
+    return {"gen_tokens_per_s": statistics.median(tokens_per_s), "gen_mean_length": tokens / sentences}
+
+
+def measure(data_bin: Path, setting: Setting, args: argparse.Namespace, reference_ids: List[List[int]]) -> Measurement:
+    """Build one model through fairseq and time it; ``reference_ids`` (filled by the first
+    call) guarantees that every model trains on the same sentence batches."""
+    cfg = fairseq_cfg(data_bin, setting, args)
+    torch.manual_seed(args.seed)
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset("train")
+    task.load_dataset("test")
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    optimizer = optim.build_optimizer(cfg.optimizer, list(model.parameters()))
+    train = fixed_batches(task, model, cfg, "train", args.warmup_updates + args.updates, shuffle=True)
+    ids = [b["id"].tolist() for b in train]
+    if not reference_ids:
+        reference_ids.extend(ids)
+    elif ids != reference_ids:
+        raise RuntimeError(f"{setting.label} got different training batches than the first model")
+    test = fixed_batches(task, model, cfg, "test", args.gen_batches + 1, shuffle=False)
+    return Measurement(
+        arch=setting.arch,
+        context_size=setting.context_size,
+        params=sum(p.numel() for p in model.parameters()),
+        context_per_sentence=context_per_sentence(train[args.warmup_updates:]),
+        **time_training(task, model, criterion, optimizer, train, args.warmup_updates),
+        **time_generation(task, model, test),
+    )
+
+
+def table(rows: Sequence[Measurement]) -> List[str]:
+    lines = [f"{'model':<12}{'N':>3}{'params':>10}{'ctx/sent':>10}{'train words/s':>15}"
+             f"{'s/update':>10}{'gen tokens/s':>14}{'gen len':>9}"]
+    for m in rows:
+        lines.append(f"{m.arch:<12}{m.context_size:>3}{m.params / 1e6:>9.2f}M{m.context_per_sentence:>10.2f}"
+                     f"{m.train_words_per_s:>15.0f}{m.sec_per_update:>10.4f}{m.gen_tokens_per_s:>14.0f}"
+                     f"{m.gen_mean_length:>9.1f}")
+    return lines
+
+
+@dataclass
+class Ratio:
+    description: str
+    value: float
+    target: str
+    passed: bool
+
+    def line(self) -> str:
+        return f"{self.description:<50}{self.value:>7.3f}  (target {self.target})  {'PASS' if self.passed else 'FAIL'}"
+
+
+def target_ratios(results: Dict[Setting, Measurement]) -> List[Ratio]:
+    train = results[Setting("hmce", 2)].train_words_per_s / results[Setting("transformer", 0)].train_words_per_s
+    scaling = results[Setting("hmce", 8)].sec_per_update / results[Setting("hmce", 1)].sec_per_update
+    return [
+        Ratio("hmce / transformer training words/s at N=2", train, f">= {TRAIN_RATIO_TARGET}",
+              train >= TRAIN_RATIO_TARGET),
+        Ratio("hmce seconds per update N=8 / N=1", scaling, f"<= {SCALING_RATIO_TARGET}",
+              scaling <= SCALING_RATIO_TARGET),
+    ]
+
+
+def report(args: argparse.Namespace, counts: Dict[str, Dict[str, int]], results: Dict[Setting, Measurement],
+           ratios: Sequence[Ratio], load: Sequence[float], seconds: float) -> List[str]:
+    size = SIZES[args.size]
+    ctx_layers = "model default" if args.context_encoder_layers is None else args.context_encoder_layers
+    return [
+        f"data: {counts['train']['sentences']} training sentences in {counts['train']['documents']} documents, "
+        f"{counts['test']['sentences']} test sentences (seed {args.seed})",
+        f"model: {args.size} (embed {size.embed}, FFN {size.ffn}, {size.heads} heads, {size.layers}+{size.layers} "
+        f"layers, shared embeddings); hce/hmce context encoder layers: {ctx_layers}",
+        f"training: {args.batch_size} sentences/batch, the same batches for every model, "
+        f"{args.warmup_updates} warm-up + {args.updates} timed updates",
+        f"generation: beam {BEAM}, output length = source length, 1 warm-up + {args.gen_batches} timed batches",
+        f"timings: medians; torch threads {torch.get_num_threads()}; load average (1 min) before/after "
+        f"{load[0]:.2f}/{load[1]:.2f} on {os.cpu_count()} CPUs",
+        "",
+        "1. sentence-level vs context models (N=2)",
+        *table([results[s] for s in COMPARISON]),
+        "",
+        "2. hmce, context size N",
+        *table([results[s] for s in SCALING]),
+        "",
+        "3. targets",
+        *(ratio.line() for ratio in ratios),
+        "",
+        f"total time: {seconds:.0f} s",
+    ]
+
+
+def write_json(path: str, args: argparse.Namespace, counts: Dict[str, Dict[str, int]],
+               results: Dict[Setting, Measurement], ratios: Sequence[Ratio], load: Sequence[float],
+               seconds: float) -> None:
+    summary = {
+        "settings": {k: v for k, v in vars(args).items() if k != "json"},
+        "model_size": asdict(SIZES[args.size]),
+        "torch_threads": torch.get_num_threads(),
+        "load_average_before_after": list(load),
+        "data": counts,
+        "results": [asdict(m) for m in results.values()],
+        "ratios": [asdict(r) for r in ratios],
+        "total_seconds": seconds,
+    }
+    Path(path).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_cli(argv)
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="context_speed_") as root:
+        counts = build_data(Path(root), args.seed, args.train_sentences, (args.gen_batches + 1) * args.batch_size)
+        reference_ids: List[List[int]] = []
+        results = {s: measure(Path(root) / "data-bin", s, args, reference_ids)
+                   for s in dict.fromkeys(COMPARISON + SCALING)}
+    ratios = target_ratios(results)
+    load, seconds = (load_before, os.getloadavg()[0]), time.perf_counter() - started
+    print("\n".join(report(args, counts, results, ratios, load, seconds)))
+    if args.json:
+        write_json(args.json, args, counts, results, ratios, load, seconds)
+
+
+if __name__ == "__main__":
+    main()
