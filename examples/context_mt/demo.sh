@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Main demo: generate the document corpus -> fairseq-preprocess -> fairseq-train --arch hmce
-# -> fairseq-generate --beam 5 -> BLEU and context accuracy. About 2 minutes on 2 CPU cores.
+# -> fairseq-generate --beam 5 -> BLEU and context accuracy. About 2-5 minutes on 2 CPU cores.
 # Usage: bash examples/context_mt/demo.sh [WORK_DIR]   (default: work/demo, recreated)
 set -euo pipefail
 WORK=${1:-work/demo}
