@@ -85,6 +85,15 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         )
         self.context_dropout = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
         self.gated_sum = GatedSum(embed_dim)
+        self.register_buffer("slot_positions", SinusoidalPositionalEmbedding.get_embedding(16, embed_dim), persistent=False)
+
+    def slot_position_table(self, num_slots: int) -> Tensor:
+        """Sinusoidal embeddings of slot distances 0..num_slots-1, grown on demand."""
+        if num_slots > self.slot_positions.size(0):
+            self.slot_positions = SinusoidalPositionalEmbedding.get_embedding(num_slots, self.slot_positions.size(1)).to(
+                self.slot_positions
+            )
+        return self.slot_positions[:num_slots]
 
     def lower_level_layers(self) -> Tuple[List[nn.Module], Optional[nn.Module]]:
         if self.context_layers is not None:
@@ -114,8 +123,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         vectors = self.encode_context_sentences(context_tokens)
         empty = context_index.lt(0)
         slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
-        positions = SinusoidalPositionalEmbedding.get_embedding(slots.size(1), slots.size(2))
-        slots = slots + positions.to(slots).unsqueeze(0)
+        slots = slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0)
         return slots.transpose(0, 1), empty
 
     def forward(
