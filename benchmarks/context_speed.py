@@ -15,8 +15,11 @@ Method
    same dimensions for every model: ``transformer`` (``--context-size 0``), ``hce`` and
    ``hmce`` at N=2, and ``hmce`` at N = 1, 2, 4, 8 (the N=2 run is shared).
 3. Training: ``task.get_batch_iterator`` with a fixed number of sentences per batch and one
-   seed, so every model trains on exactly the same sentence batches (checked). Batches are
-   collated before timing; a timed update is forward + backward (``task.train_step``) +
+   seed. Every model is batched the way its task batches it by default: the sentence-level
+   transformer in fairseq's length-sorted order, the context models in document windows
+   (``--document-window``, runs of consecutive sentences whose contexts are mostly in the
+   same batch; pass ``--document-window 0`` here to give them the length-sorted order too).
+   All context settings share the same batches (checked). Batches are collated before timing; a timed update is forward + backward (``task.train_step``) +
    optimizer step. Warm-up updates are excluded. Reported: the median over the timed
    updates of seconds per update and of training words/s (target tokens / seconds).
 4. Generation: fairseq's SequenceGenerator (``task.build_generator``, beam 5) through
@@ -27,13 +30,18 @@ Method
    model generates with fairseq's ``--match-source-len`` (output length = source length,
    which is close to the reference length in this corpus): all models then decode exactly
    the same number of tokens and tokens/s compares their cost, not when they stop.
+   hmce at N=4 is also run with ``--no-context-cache`` (every context sentence encoded on its
+   own) on the same batches, to measure what the context cache saves.
 
 Targets
 -------
 - hmce training words/s / transformer training words/s at N=2 >= 0.8;
-- hmce seconds per update at N=8 / at N=1 <= 2.0.
+- hmce seconds per update at N=8 / at N=1 <= 2.0;
+- hmce generation tokens/s with / without the context cache at N=4 >= 1.3.
 
-Timings are wall-clock (``time.perf_counter``) with torch's default number of threads; the
+Timings are wall-clock (``time.perf_counter``) with torch's default number of threads, or
+with ``--clock cpu`` this process's CPU time (``time.process_time``, summed over its threads),
+which other processes on a shared machine distort much less (use it with ``--threads 1``); the
 load average is printed because other processes on the machine distort them (medians damp
 occasional interruptions, not a busy machine).
 """
@@ -76,6 +84,8 @@ SRC, TGT = "en", "de"
 BEAM = 5
 TRAIN_RATIO_TARGET = 0.8
 SCALING_RATIO_TARGET = 2.0
+CACHE_RATIO_TARGET = 1.3
+CLOCK = time.perf_counter
 
 
 @dataclass(frozen=True)
@@ -105,20 +115,23 @@ SIZES = {
 class Setting:
     arch: str
     context_size: int
+    context_cache: bool = True
 
     @property
     def label(self) -> str:
-        return f"{self.arch}@N={self.context_size}"
+        return f"{self.arch}@N={self.context_size}" + ("" if self.context_cache else " (no cache)")
 
 
 COMPARISON = [Setting("transformer", 0), Setting("hce", 2), Setting("hmce", 2)]
 SCALING = [Setting("hmce", n) for n in (1, 2, 4, 8)]
+CACHE = [Setting("hmce", 4), Setting("hmce", 4, context_cache=False)]
 
 
 @dataclass
 class Measurement:
     arch: str
     context_size: int
+    context_cache: bool
     params: int
     context_per_sentence: float
     train_words_per_s: float
@@ -136,11 +149,16 @@ def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="medium: 256 embed, 1024 FFN, 4 heads, 3+3 layers; base: 512, 2048, 8, 6+6")
     parser.add_argument("--context-encoder-layers", type=int, default=None,
                         help="passed to hce/hmce (default: not passed, i.e. the model default)")
+    parser.add_argument("--document-window", type=int, default=None,
+                        help="passed to the context models' task (default: not passed, i.e. the task default)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (training and generation)")
     parser.add_argument("--warmup-updates", type=int, default=3, help="untimed updates before timing")
     parser.add_argument("--updates", type=int, default=20, help="timed updates per model")
     parser.add_argument("--gen-batches", type=int, default=8, help="timed generation batches per model")
     parser.add_argument("--train-sentences", type=int, default=3000, help="at least this many training sentences")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall-clock time, or this process's CPU time (robust on a busy shared machine)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     args = parser.parse_args(argv)
@@ -204,6 +222,10 @@ def fairseq_cfg(data_bin: Path, setting: Setting, args: argparse.Namespace):
     ]
     if setting.arch != "transformer" and args.context_encoder_layers is not None:
         input_args += ["--context-encoder-layers", str(args.context_encoder_layers)]
+    if args.document_window is not None:
+        input_args += ["--document-window", str(args.document_window)]
+    if not setting.context_cache:
+        input_args.append("--no-context-cache")
     parser = options.get_training_parser()
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, input_args=input_args))
 
@@ -232,12 +254,12 @@ def context_per_sentence(batches: Sequence[dict]) -> float:
 def time_training(task, model, criterion, optimizer, batches: Sequence[dict], warmup: int) -> Dict[str, float]:
     seconds, words_per_s = [], []
     for update_num, sample in enumerate(batches):
-        start = time.perf_counter()
+        start = CLOCK()
         task.train_step(sample, model, criterion, optimizer, update_num)
         optimizer.step()
         optimizer.zero_grad()
         if update_num >= warmup:
-            seconds.append(time.perf_counter() - start)
+            seconds.append(CLOCK() - start)
             words_per_s.append(sample["ntokens"] / seconds[-1])
     return {"train_words_per_s": statistics.median(words_per_s), "sec_per_update": statistics.median(seconds)}
 
@@ -249,9 +271,9 @@ def time_generation(task, model, batches: Sequence[dict]) -> Dict[str, float]:
     tokens_per_s, tokens, sentences = [], 0, 0
     with torch.no_grad():
         for number, sample in enumerate(batches):
-            start = time.perf_counter()
+            start = CLOCK()
             hypos = task.inference_step(generator, [model], sample)
-            elapsed = time.perf_counter() - start
+            elapsed = CLOCK() - start
             if number > 0:
                 generated = sum(h[0]["tokens"].numel() for h in hypos)
                 tokens_per_s.append(generated / elapsed)
@@ -260,9 +282,10 @@ def time_generation(task, model, batches: Sequence[dict]) -> Dict[str, float]:
     return {"gen_tokens_per_s": statistics.median(tokens_per_s), "gen_mean_length": tokens / sentences}
 
 
-def measure(data_bin: Path, setting: Setting, args: argparse.Namespace, reference_ids: List[List[int]]) -> Measurement:
+def measure(data_bin: Path, setting: Setting, args: argparse.Namespace,
+            reference_ids: Dict[int, List[List[int]]]) -> Measurement:
     """Build one model through fairseq and time it; ``reference_ids`` (filled by the first
-    call) guarantees that every model trains on the same sentence batches."""
+    call per context size) guarantees that the settings of one N train on the same batches."""
     cfg = fairseq_cfg(data_bin, setting, args)
     torch.manual_seed(args.seed)
     task = tasks.setup_task(cfg.task)
@@ -273,14 +296,13 @@ def measure(data_bin: Path, setting: Setting, args: argparse.Namespace, referenc
     optimizer = optim.build_optimizer(cfg.optimizer, list(model.parameters()))
     train = fixed_batches(task, model, cfg, "train", args.warmup_updates + args.updates, shuffle=True)
     ids = [b["id"].tolist() for b in train]
-    if not reference_ids:
-        reference_ids.extend(ids)
-    elif ids != reference_ids:
-        raise RuntimeError(f"{setting.label} got different training batches than the first model")
+    if reference_ids.setdefault(setting.context_size, ids) != ids:
+        raise RuntimeError(f"{setting.label} got different training batches than the other N={setting.context_size} models")
     test = fixed_batches(task, model, cfg, "test", args.gen_batches + 1, shuffle=False)
     return Measurement(
         arch=setting.arch,
         context_size=setting.context_size,
+        context_cache=setting.context_cache,
         params=sum(p.numel() for p in model.parameters()),
         context_per_sentence=context_per_sentence(train[args.warmup_updates:]),
         **time_training(task, model, criterion, optimizer, train, args.warmup_updates),
@@ -289,10 +311,10 @@ def measure(data_bin: Path, setting: Setting, args: argparse.Namespace, referenc
 
 
 def table(rows: Sequence[Measurement]) -> List[str]:
-    lines = [f"{'model':<12}{'N':>3}{'params':>10}{'ctx/sent':>10}{'train words/s':>15}"
+    lines = [f"{'model':<12}{'N':>3}{'cache':>6}{'params':>10}{'ctx/sent':>10}{'train words/s':>15}"
              f"{'s/update':>10}{'gen tokens/s':>14}{'gen len':>9}"]
     for m in rows:
-        lines.append(f"{m.arch:<12}{m.context_size:>3}{m.params / 1e6:>9.2f}M{m.context_per_sentence:>10.2f}"
+        lines.append(f"{m.arch:<12}{m.context_size:>3}{'yes' if m.context_cache else 'no':>6}{m.params / 1e6:>9.2f}M{m.context_per_sentence:>10.2f}"
                      f"{m.train_words_per_s:>15.0f}{m.sec_per_update:>10.4f}{m.gen_tokens_per_s:>14.0f}"
                      f"{m.gen_mean_length:>9.1f}")
     return lines
@@ -312,11 +334,14 @@ class Ratio:
 def target_ratios(results: Dict[Setting, Measurement]) -> List[Ratio]:
     train = results[Setting("hmce", 2)].train_words_per_s / results[Setting("transformer", 0)].train_words_per_s
     scaling = results[Setting("hmce", 8)].sec_per_update / results[Setting("hmce", 1)].sec_per_update
+    cache = results[CACHE[0]].gen_tokens_per_s / results[CACHE[1]].gen_tokens_per_s
     return [
         Ratio("hmce / transformer training words/s at N=2", train, f">= {TRAIN_RATIO_TARGET}",
               train >= TRAIN_RATIO_TARGET),
         Ratio("hmce seconds per update N=8 / N=1", scaling, f"<= {SCALING_RATIO_TARGET}",
               scaling <= SCALING_RATIO_TARGET),
+        Ratio("hmce generation tokens/s cache / no cache at N=4", cache, f">= {CACHE_RATIO_TARGET}",
+              cache >= CACHE_RATIO_TARGET),
     ]
 
 
@@ -329,10 +354,11 @@ def report(args: argparse.Namespace, counts: Dict[str, Dict[str, int]], results:
         f"{counts['test']['sentences']} test sentences (seed {args.seed})",
         f"model: {args.size} (embed {size.embed}, FFN {size.ffn}, {size.heads} heads, {size.layers}+{size.layers} "
         f"layers, shared embeddings); hce/hmce context encoder layers: {ctx_layers}",
-        f"training: {args.batch_size} sentences/batch, the same batches for every model, "
+        f"training: {args.batch_size} sentences/batch; transformer length-sorted, context models by document "
+        f"window ({'task default' if args.document_window is None else args.document_window}); "
         f"{args.warmup_updates} warm-up + {args.updates} timed updates",
         f"generation: beam {BEAM}, output length = source length, 1 warm-up + {args.gen_batches} timed batches",
-        f"timings: medians; torch threads {torch.get_num_threads()}; load average (1 min) before/after "
+        f"timings: medians of {args.clock} time; torch threads {torch.get_num_threads()}; load average (1 min) before/after "
         f"{load[0]:.2f}/{load[1]:.2f} on {os.cpu_count()} CPUs",
         "",
         "1. sentence-level vs context models (N=2)",
@@ -341,7 +367,10 @@ def report(args: argparse.Namespace, counts: Dict[str, Dict[str, int]], results:
         "2. hmce, context size N",
         *table([results[s] for s in SCALING]),
         "",
-        "3. targets",
+        "3. hmce at N=4 with and without the context cache (same batches)",
+        *table([results[s] for s in CACHE]),
+        "",
+        "4. targets",
         *(ratio.line() for ratio in ratios),
         "",
         f"total time: {seconds:.0f} s",
@@ -366,12 +395,16 @@ def write_json(path: str, args: argparse.Namespace, counts: Dict[str, Dict[str, 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_cli(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="context_speed_") as root:
         counts = build_data(Path(root), args.seed, args.train_sentences, (args.gen_batches + 1) * args.batch_size)
-        reference_ids: List[List[int]] = []
+        reference_ids: Dict[int, List[List[int]]] = {}
         results = {s: measure(Path(root) / "data-bin", s, args, reference_ids)
-                   for s in dict.fromkeys(COMPARISON + SCALING)}
+                   for s in dict.fromkeys(COMPARISON + SCALING + CACHE)}
     ratios = target_ratios(results)
     load, seconds = (load_before, os.getloadavg()[0]), time.perf_counter() - started
     print("\n".join(report(args, counts, results, ratios, load, seconds)))

@@ -1,5 +1,6 @@
 """The context dataset: document boundaries, <boc>, slot order, deduplication, token budgets."""
 import numpy as np
+import pytest
 import torch
 
 from conftest import batch_of, build
@@ -43,8 +44,9 @@ def test_batch_layout_boc_slots_and_deduplication(tiny_data):
         assert (index[row, len(dataset[example_id]["context_ids"]):] == -1).all()
 
 
-def test_token_budget_counts_context_tokens(tiny_data):
-    task, _, _ = build(tiny_data, "hmce")
+@pytest.mark.parametrize("extra", [["--document-window", "0"], ["--no-context-cache"]])
+def test_token_budget_counts_context_tokens_when_they_are_encoded_separately(tiny_data, extra):
+    task, _, _ = build(tiny_data, "hmce", extra)
     task.load_dataset("train")
     dataset = task.datasets["train"]
     index = 2  # third sentence of the first document: two context sentences
@@ -53,6 +55,50 @@ def test_token_budget_counts_context_tokens(tiny_data):
     np.testing.assert_array_equal(
         dataset.num_tokens_vec(np.arange(len(dataset))), [dataset.num_tokens(i) for i in range(len(dataset))]
     )
+
+
+def test_token_budget_of_reused_contexts_is_the_sentence_itself(tiny_data):
+    task, _, _ = build(tiny_data, "hmce")  # document windows + reuse (the defaults)
+    task.load_dataset("train")
+    dataset = task.datasets["train"]
+    sizes = np.maximum(dataset.pair.src_sizes, dataset.pair.tgt_sizes)
+    np.testing.assert_array_equal(dataset.num_tokens_vec(np.arange(len(dataset))), sizes)
+
+
+@pytest.mark.parametrize("window", [1, 4, 16])
+def test_document_windows_are_runs_of_consecutive_sentences_sorted_by_length(tiny_data, window):
+    task, _, _ = build(tiny_data, "hmce", ["--document-window", str(window)])
+    task.load_dataset("train")
+    dataset = task.datasets["train"]
+    np.random.seed(3)
+    order = dataset.ordered_indices()
+    assert sorted(order.tolist()) == list(range(len(dataset)))
+    starts = np.flatnonzero(dataset.positions % window == 0)
+    assert order[0] in starts
+    windows = np.split(order, np.flatnonzero(np.isin(order, starts))[1:])
+    assert len(windows) == len(starts)
+    for run in windows:
+        assert len(run) <= window and np.array_equal(run, np.arange(run[0], run[0] + len(run)))
+    longest = np.maximum(dataset.pair.src_sizes, dataset.pair.tgt_sizes)
+    window_max = [longest[run].max() for run in windows]
+    assert window_max == sorted(window_max)
+
+
+def test_context_source_row_points_at_the_same_sentence_in_the_batch(tiny_data):
+    task, _, _ = build(tiny_data, "hmce")
+    task.load_dataset("train")
+    batch = batch_of(task, "train", list(range(8)))
+    net_input = batch["net_input"]
+    pad = task.src_dict.pad()
+    rows = net_input["context_source_row"]
+    assert rows.shape == (net_input["context_tokens"].size(0),)
+    contexts = {j for i in range(8) for j in task.datasets["train"][i]["context_ids"]}
+    assert len(contexts) == rows.numel() and rows.ge(0).all()  # every context is a source of this batch
+    for u, r in enumerate(rows.tolist()):
+        context = net_input["context_tokens"][u, 1:]
+        assert torch.equal(context[context.ne(pad)], net_input["src_tokens"][r][net_input["src_tokens"][r].ne(pad)])
+    alone = batch_of(task, "train", [3])["net_input"]["context_source_row"]
+    assert alone.tolist() == [-1, -1]
 
 
 def test_context_size_zero_gives_plain_sentence_batches(tiny_data):

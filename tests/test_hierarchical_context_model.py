@@ -112,3 +112,46 @@ def test_beam_search_batch_equals_one_sentence_at_a_time(hmce):
 def test_sentence_level_arch_with_context_is_a_clear_error(tiny_data):
     with pytest.raises(ValueError, match="--context-size 0"):
         build(tiny_data, "transformer")
+
+
+@pytest.mark.parametrize("arch,extra", ARCH_VARIANTS)
+def test_context_cache_and_reuse_give_the_separately_encoded_result(tiny_data, arch, extra):
+    task, model, _ = build(tiny_data, arch, extra)
+    task.load_dataset("train")
+    model.eval()
+    batches = [batch_of(task, "train", list(range(start, start + 9)))["net_input"] for start in (0, 7)]
+    with torch.no_grad():
+        model.encoder.set_context_cache(False)
+        reference = [encoder_out(model, b) for b in batches]
+        model.encoder.set_context_cache(True)
+        cached = [encoder_out(model, b) for b in batches]  # the second batch reads sentences 5, 6 from the cache
+        assert len(model.encoder.context_cache) > 0
+    for got, expected in zip(cached, reference):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+
+
+def test_reuse_gives_the_separately_encoded_gradients(tiny_data):
+    task, model, cfg = build(tiny_data, "hmce", ["--dropout", "0", "--attention-dropout", "0"])
+    task.load_dataset("train")
+    criterion = task.build_criterion(cfg.criterion)
+    sample = batch_of(task, "train", list(range(12)))
+    assert sample["net_input"]["context_source_row"].ge(0).any()
+    grads = []
+    for enabled in (False, True):
+        model.encoder.set_context_cache(enabled)
+        model.zero_grad()
+        criterion(model, sample)[0].backward()
+        grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_cache_is_emptied_when_training_resumes(hmce):
+    task, model = hmce
+    net_input = batch_of(task, "train", [3, 4])["net_input"]
+    with torch.no_grad():
+        encoder_out(model, net_input)
+    assert len(model.encoder.context_cache) > 0
+    model.train()
+    assert len(model.encoder.context_cache) == 0
+    model.eval()

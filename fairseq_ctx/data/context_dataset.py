@@ -20,7 +20,18 @@ class ContextTranslationDataset(FairseqDataset):
 
     - ``net_input["context_tokens"]``: (U, Lc) right-padded unique context sentences,
     - ``net_input["context_index"]``: (B, N) row of ``context_tokens`` for slot n of example
-      b, or -1 for an empty slot (document-initial sentences have only empty slots).
+      b, or -1 for an empty slot (document-initial sentences have only empty slots),
+    - ``net_input["context_source_row"]``: (U,) the row of ``src_tokens`` that holds the same
+      (untruncated) sentence as context row u, or -1 when that sentence is not a source of
+      the batch. Models whose context encoding equals their source encoding (HCE/HMCE with
+      shared layers) reuse those rows instead of encoding the sentence again.
+
+    Batch order (``document_window``): 0 orders sentences by length as fairseq's
+    ``LanguagePairDataset`` does. W > 0 cuts every document into windows of W consecutive
+    sentences, shuffles them (when the pair dataset shuffles) and sorts them by their longest
+    sentence, so that batches hold runs of consecutive sentences of similar length: each
+    sentence's context is then mostly part of the same batch, and at most N sentences before
+    each window need encoding on their own.
     """
 
     def __init__(
@@ -31,6 +42,7 @@ class ContextTranslationDataset(FairseqDataset):
         boc_index: int,
         max_context_tokens: int,
         split: str = "",
+        document_window: int = 0,
     ):
         super().__init__()
         assert len(doc_codes) == len(pair), "docids were validated against the split"
@@ -40,7 +52,10 @@ class ContextTranslationDataset(FairseqDataset):
         self.max_context_tokens = max_context_tokens
         self.pad_index = pair.src_dict.pad()
         self.eos_index = pair.src_dict.eos()
-        self.num_context = np.minimum(document_positions(doc_codes), context_size)
+        self.positions = document_positions(doc_codes)
+        self.num_context = np.minimum(self.positions, context_size)
+        self.document_window = document_window
+        self.count_context_tokens = True
         context_len = np.minimum(pair.src_sizes + 1, max_context_tokens)
         self.context_total_sizes = np.zeros(len(pair), dtype=np.int64)
         for offset in range(1, context_size + 1):
@@ -85,12 +100,17 @@ class ContextTranslationDataset(FairseqDataset):
         if len(samples) == 0 or "net_input" not in batch:
             return batch
         context_of = {s["id"]: s["context_ids"] for s in samples}
+        source_row = {example_id: row for row, example_id in enumerate(batch["id"].tolist())}
         unique: Dict[int, int] = {}
-        index = torch.full((len(batch["id"]), max(self.context_size, 1)), -1, dtype=torch.long)
-        for row, example_id in enumerate(batch["id"].tolist()):
+        index = torch.full((len(source_row), max(self.context_size, 1)), -1, dtype=torch.long)
+        for example_id, row in source_row.items():
             for slot, context_id in enumerate(context_of[example_id]):
                 index[row, slot] = unique.setdefault(context_id, len(unique))
         sentences = [self.context_sentence(i) for i in unique]
+        untruncated = [s.numel() == self.pair.src_sizes[i] + 1 for i, s in zip(unique, sentences)]
+        batch["net_input"]["context_source_row"] = torch.tensor(
+            [source_row.get(i, -1) if whole else -1 for i, whole in zip(unique, untruncated)], dtype=torch.long
+        )
         if sentences:
             tokens = data_utils.collate_tokens(sentences, self.pad_index, left_pad=False)
         else:
@@ -100,13 +120,15 @@ class ContextTranslationDataset(FairseqDataset):
         return batch
 
     def num_tokens(self, index: int) -> int:
-        return max(
-            int(self.pair.src_sizes[index]) + int(self.context_total_sizes[index]),
-            int(self.pair.tgt_sizes[index]) if self.pair.tgt_sizes is not None else 0,
-        )
+        return int(self.num_tokens_vec(np.array([index]))[0])
 
     def num_tokens_vec(self, indices: np.ndarray) -> np.ndarray:
-        sizes = self.pair.src_sizes[indices] + self.context_total_sizes[indices]
+        """Source tokens plus, when ``count_context_tokens``, the tokens of every context
+        sentence (the task turns that off for models that reuse in-batch source encodings
+        under document-window batching, where contexts cost almost nothing extra)."""
+        sizes = self.pair.src_sizes[indices].astype(np.int64)
+        if self.count_context_tokens:
+            sizes = sizes + self.context_total_sizes[indices]
         if self.pair.tgt_sizes is not None:
             sizes = np.maximum(sizes, self.pair.tgt_sizes[indices])
         return sizes
@@ -127,7 +149,15 @@ class ContextTranslationDataset(FairseqDataset):
         return self.pair.tgt_sizes
 
     def ordered_indices(self) -> np.ndarray:
-        return self.pair.ordered_indices()
+        if self.document_window <= 0:
+            return self.pair.ordered_indices()
+        starts = np.flatnonzero((self.positions % self.document_window) == 0)
+        ends = np.append(starts[1:], len(self))
+        order = np.random.permutation(len(starts)) if self.pair.shuffle else np.arange(len(starts))
+        lengths = self.pair.src_sizes if self.pair.tgt_sizes is None else np.maximum(self.pair.src_sizes, self.pair.tgt_sizes)
+        longest = np.maximum.reduceat(lengths, starts)
+        order = order[np.argsort(longest[order], kind="mergesort")]
+        return np.concatenate([np.arange(starts[w], ends[w]) for w in order]).astype(np.int64)
 
     def filter_indices_by_size(self, indices, max_sizes):
         return self.pair.filter_indices_by_size(indices, max_sizes)

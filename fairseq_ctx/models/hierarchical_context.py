@@ -51,6 +51,7 @@ class HierarchicalContextTransformer(TransformerModel):
         prev_output_tokens: Tensor,
         context_tokens: Optional[Tensor] = None,
         context_index: Optional[Tensor] = None,
+        context_source_row: Optional[Tensor] = None,
         return_all_hiddens: bool = True,
         features_only: bool = False,
         alignment_layer: Optional[int] = None,
@@ -61,6 +62,7 @@ class HierarchicalContextTransformer(TransformerModel):
             src_lengths=src_lengths,
             context_tokens=context_tokens,
             context_index=context_index,
+            context_source_row=context_source_row,
             return_all_hiddens=return_all_hiddens,
         )
         return self.decoder(

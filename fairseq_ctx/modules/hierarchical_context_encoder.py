@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from fairseq_ctx.modules.attentive_pooling import AttentivePooling
 from fairseq_ctx.modules.gated_sum import GatedSum
+from fairseq_ctx.modules.sentence_vector_cache import SentenceVectorCache
 
 
 @dataclass
@@ -53,6 +54,22 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
     Empty context slots are masked everywhere. A sentence without any context (document
     start) gets exactly the sentence-level encoding h_src; the context path still runs on it
     (on zero vectors) so every parameter is part of every step's graph.
+
+    Context sentences arrive as ``[<boc>] + sentence`` (the task's format, which the
+    concatenation baselines need); HCE/HMCE encode each one on its own, so the lower level
+    drops the ``<boc>`` and encodes it exactly like a source sentence (its role is carried by
+    the slot-distance embedding). With shared layers e_i is then the source encoder's own
+    state (after ``--context-encoder-layers`` layers) of that sentence, which gives the
+    context cache (on unless ``set_context_cache(False)``, the task's ``--no-context-cache``):
+
+    - training and inference: a context sentence that is also a source of the batch
+      (``context_source_row`` ≥ 0, the usual case with document-window batching) is pooled
+      from the source encoder's states instead of being encoded a second time;
+    - inference (eval mode, no autograd): pooled vectors s_i are kept in a
+      :class:`SentenceVectorCache`, so each sentence of a document is encoded once.
+
+    Both compute the same numbers as encoding every context sentence separately (up to
+    float rounding from different padding); ``--no-context-cache`` does the latter.
     """
 
     def __init__(self, cfg: TransformerConfig, ctx_cfg, dictionary, embed_tokens, memory_attention: bool):
@@ -86,6 +103,26 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         self.context_dropout = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
         self.gated_sum = GatedSum(embed_dim)
         self.register_buffer("slot_positions", SinusoidalPositionalEmbedding.get_embedding(16, embed_dim), persistent=False)
+        self.context_cache: Optional[SentenceVectorCache] = SentenceVectorCache()
+
+    def set_context_cache(self, enabled: bool) -> None:
+        """Reuse in-batch source encodings and cache sentence vectors (default), or encode
+        every context sentence separately (the reference computation)."""
+        self.context_cache = SentenceVectorCache() if enabled else None
+
+    @property
+    def reuses_source_encodings(self) -> bool:
+        return self.context_cache is not None and self.context_layers is None
+
+    def train(self, mode: bool = True):
+        if self.context_cache is not None:
+            self.context_cache.clear()
+        return super().train(mode)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        if self.context_cache is not None:
+            self.context_cache.clear()
+        super()._load_from_state_dict(*args, **kwargs)
 
     def slot_position_table(self, num_slots: int) -> Tensor:
         """Sinusoidal embeddings of slot distances 0..num_slots-1, grown on demand."""
@@ -101,7 +138,8 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         return list(self.layers)[: self.num_context_layers], self.layer_norm
 
     def encode_context_sentences(self, tokens: Tensor) -> Tensor:
-        """(U, Lc) context sentences → (U, C) sentence vectors s_i (eq. 3.14–3.16)."""
+        """(U, Lc) sentences (no <boc>) → (U, C) sentence vectors s_i (eq. 3.14–3.16)."""
+        tokens = tokens[:, : max(int(tokens.ne(self.padding_idx).sum(dim=1).max()), 1)]
         padding_mask = tokens.eq(self.padding_idx)
         x, _ = self.forward_embedding(tokens)
         x = (x * (1 - padding_mask.unsqueeze(-1).type_as(x))).transpose(0, 1)
@@ -112,15 +150,70 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
             x = final_norm(x)
         return self.pooling(x, padding_mask)
 
-    def context_slots(self, src_tokens: Tensor, context_tokens: Optional[Tensor], context_index: Optional[Tensor]):
+    def source_lower_level(self, encoder_out: Dict[str, List[Tensor]]) -> Tensor:
+        """The shared lower level's states (T, B, C) of the batch's own source sentences."""
+        if self.num_context_layers == len(self.layers):
+            return encoder_out["encoder_out"][0]
+        x = encoder_out["encoder_states"][self.num_context_layers]
+        return self.layer_norm(x) if self.layer_norm is not None else x
+
+    def context_vectors(
+        self,
+        context_tokens: Tensor,
+        context_source_row: Optional[Tensor],
+        source_states: Optional[Tensor],
+        source_padding_mask: Tensor,
+    ) -> Tensor:
+        """(U, C) vector s_u of every context row: pooled from the batch's source states,
+        read from the cache, or encoded."""
+        sentences = context_tokens[:, 1:]
+        pending = torch.ones(sentences.size(0), dtype=torch.bool, device=sentences.device)
+        positions: List[Tensor] = []
+        vectors: List[Tensor] = []
+        if source_states is not None and context_source_row is not None:
+            reused = context_source_row.ge(0)
+            if reused.any():
+                rows = context_source_row[reused]
+                positions.append(reused.nonzero().squeeze(1))
+                vectors.append(self.pooling(source_states.index_select(1, rows), source_padding_mask.index_select(0, rows)))
+                pending &= ~reused
+        use_cache = self.context_cache is not None and not self.training and not torch.is_grad_enabled()
+        keys = SentenceVectorCache.keys_of(sentences, self.padding_idx) if use_cache else []
+        if use_cache:
+            pending_positions = pending.nonzero().squeeze(1).tolist()
+            found = self.context_cache.lookup([keys[p] for p in pending_positions], like=self.embed_tokens.weight)
+            if found:
+                hits = [pending_positions[i] for i in found]
+                positions.append(torch.tensor(hits, dtype=torch.long, device=sentences.device))
+                vectors.append(torch.stack(list(found.values())))
+                pending[hits] = False
+        if pending.any():
+            positions.append(pending.nonzero().squeeze(1))
+            vectors.append(self.encode_context_sentences(sentences[pending]))
+        order = torch.cat(positions)
+        result = torch.cat(vectors).index_select(0, torch.argsort(order))
+        if use_cache:
+            self.context_cache.store(keys, result)
+        return result
+
+    def context_slots(
+        self,
+        src_tokens: Tensor,
+        context_tokens: Optional[Tensor],
+        context_index: Optional[Tensor],
+        context_source_row: Optional[Tensor],
+        source_states: Optional[Tensor],
+        source_padding_mask: Tensor,
+    ) -> Tuple[Tensor, Tensor]:
         """Returns slot vectors (N, B, C) and the slot mask (B, N), True for empty slots."""
         batch = src_tokens.size(0)
         if context_index is None or context_tokens is None:
             context_index = src_tokens.new_full((batch, 1), -1)
             context_tokens = src_tokens.new_zeros((0, 1))
         if context_tokens.size(0) == 0:
-            context_tokens = src_tokens.new_full((1, 1), self.dictionary.eos())
-        vectors = self.encode_context_sentences(context_tokens)
+            vectors = self.encode_context_sentences(src_tokens.new_full((1, 1), self.dictionary.eos()))
+        else:
+            vectors = self.context_vectors(context_tokens, context_source_row, source_states, source_padding_mask)
         empty = context_index.lt(0)
         slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
         slots = slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0)
@@ -132,12 +225,21 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         src_lengths: Optional[Tensor] = None,
         context_tokens: Optional[Tensor] = None,
         context_index: Optional[Tensor] = None,
+        context_source_row: Optional[Tensor] = None,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
-        out = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        reuse = self.reuses_source_encodings and context_source_row is not None
+        keep_states = reuse and self.num_context_layers < len(self.layers)
+        out = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens or keep_states, token_embeddings)
         h_src = out["encoder_out"][0]
-        slots, empty = self.context_slots(src_tokens, context_tokens, context_index)
+        slots, empty = self.context_slots(
+            src_tokens, context_tokens, context_index, context_source_row,
+            self.source_lower_level(out) if reuse else None, out["encoder_padding_mask"][0],
+        )
+        if keep_states and not return_all_hiddens:
+            out["encoder_states"] = []
+            out["fc_results"] = []
         has_context = ~empty.all(dim=1)
         slot_mask = empty & has_context.unsqueeze(1)
         if self.memory_attention:

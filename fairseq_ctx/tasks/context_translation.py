@@ -27,6 +27,19 @@ class ContextTranslationConfig(TranslationConfig):
         metadata={"help": "truncate each context sentence (with its <boc>) to this many tokens; "
                   "default: --max-source-positions. Truncations are counted and logged once"},
     )
+    document_window: int = field(
+        default=16,
+        metadata={"help": "batch runs of this many consecutive sentences of a document (windows "
+                  "shuffled, then sorted by their longest sentence) so that most context sentences "
+                  "are sources of the same batch, whose encodings HCE/HMCE reuse; 0 = fairseq's "
+                  "length-sorted order (contexts are then encoded separately)"},
+    )
+    no_context_cache: bool = field(
+        default=False,
+        metadata={"help": "HCE/HMCE: encode every context sentence separately instead of reusing "
+                  "the batch's source encodings and caching sentence vectors during inference "
+                  "(same results, slower; the reference computation)"},
+    )
     context_begin_symbol: str = field(
         default="<boc>",
         metadata={"help": "beginning-of-context symbol prepended to every context sentence; "
@@ -45,6 +58,7 @@ class ContextTranslationTask(TranslationTask):
         joined = src_dict == tgt_dict
         super().__init__(cfg, src_dict, tgt_dict)
         self.boc_index = src_dict.add_symbol(cfg.context_begin_symbol)
+        self.count_context_tokens = True
         if joined and tgt_dict is not src_dict:
             tgt_dict.add_symbol(cfg.context_begin_symbol)
 
@@ -66,6 +80,8 @@ class ContextTranslationTask(TranslationTask):
         pair = self.datasets[split]
         if len(pair) == 0:
             raise DocumentIdError(_empty_split_message(data_path, split))
+        if self.cfg.document_window < 0:
+            raise ValueError(f"--document-window must be >= 0, got {self.cfg.document_window}")
         if self.cfg.context_size < 0:
             raise ValueError(f"--context-size must be >= 0, got {self.cfg.context_size}")
         if self.cfg.context_size == 0:
@@ -78,7 +94,9 @@ class ContextTranslationTask(TranslationTask):
             boc_index=self.boc_index,
             max_context_tokens=self.context_limit,
             split=split,
+            document_window=self.cfg.document_window,
         )
+        self.datasets[split].count_context_tokens = self.count_context_tokens
 
     def build_model(self, cfg, from_checkpoint: bool = False):
         model = super().build_model(cfg, from_checkpoint)
@@ -88,6 +106,12 @@ class ContextTranslationTask(TranslationTask):
                 f"sentence-level model and cannot read context; train it with --context-size 0 "
                 f"(same data directory) or choose a context-aware arch such as hce or hmce"
             )
+        if hasattr(model.encoder, "set_context_cache"):
+            model.encoder.set_context_cache(not self.cfg.no_context_cache)
+            self.count_context_tokens = not (model.encoder.reuses_source_encodings and self.cfg.document_window > 0)
+            for dataset in self.datasets.values():
+                if isinstance(dataset, ContextTranslationDataset):
+                    dataset.count_context_tokens = self.count_context_tokens
         checkpoint = getattr(cfg, "pretrained_sentence_checkpoint", None)
         if checkpoint and not from_checkpoint:
             model.load_sentence_checkpoint(checkpoint)
