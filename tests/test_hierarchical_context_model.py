@@ -155,3 +155,31 @@ def test_cache_is_emptied_when_training_resumes(hmce):
     model.train()
     assert len(model.encoder.context_cache) == 0
     model.eval()
+
+
+def test_document_vector_summarises_previous_sentences_of_the_document(tiny_data):
+    task, model, cfg = build(tiny_data, "hmce", ["--document-vector", "--document-vector-span", "3"])
+    task.load_dataset("train")
+    dataset = task.datasets["train"]
+    assert dataset.document_span == 3
+    sample = batch_of(task, "train", list(range(8)))
+    document_index = sample["net_input"]["document_index"]
+    tokens, pad = sample["net_input"]["context_tokens"], task.src_dict.pad()
+    for row, example_id in enumerate(sample["id"].tolist()):
+        expected = [example_id - k for k in range(1, min(int(dataset.positions[example_id]), 3) + 1)]
+        got = [tokens[u, 1:][tokens[u, 1:].ne(pad)] for u in document_index[row] if u >= 0]
+        assert len(got) == len(expected)
+        for sentence, context_id in zip(got, expected):
+            assert torch.equal(sentence, dataset.pair.src[context_id])
+    model.eval()
+    slots, empty = model.encoder.context_slots(
+        sample["net_input"]["src_tokens"], tokens, sample["net_input"]["context_index"], None, None,
+        sample["net_input"]["src_tokens"].eq(pad), document_index,
+    )
+    assert slots.size(0) == 3 and torch.equal(empty[:, 2], document_index.lt(0).all(dim=1))
+    criterion = task.build_criterion(cfg.criterion)
+    model.train()
+    for indices in (list(range(12)), [0]):
+        model.zero_grad()
+        criterion(model, batch_of(task, "train", indices))[0].backward()
+        assert [n for n, p in model.named_parameters() if p.grad is None] == []

@@ -26,6 +26,10 @@ class ContextTranslationDataset(FairseqDataset):
       the batch. Models whose context encoding equals their source encoding (HCE/HMCE with
       shared layers) reuse those rows instead of encoding the sentence again.
 
+    With ``document_span`` M > 0 (set by the task for models with a document vector) the
+    batch also has ``net_input["document_index"]``: (B, M) rows of ``context_tokens`` holding
+    the previous M sentences of each example's document (nearest first, -1 when absent).
+
     Batch order (``document_window``): 0 orders sentences by length as fairseq's
     ``LanguagePairDataset`` does. W > 0 cuts every document into windows of W consecutive
     sentences, shuffles them (when the pair dataset shuffles) and sorts them by their longest
@@ -56,6 +60,7 @@ class ContextTranslationDataset(FairseqDataset):
         self.num_context = np.minimum(self.positions, context_size)
         self.document_window = document_window
         self.count_context_tokens = True
+        self.document_span = 0
         context_len = np.minimum(pair.src_sizes + 1, max_context_tokens)
         self.context_total_sizes = np.zeros(len(pair), dtype=np.int64)
         for offset in range(1, context_size + 1):
@@ -106,6 +111,12 @@ class ContextTranslationDataset(FairseqDataset):
         for example_id, row in source_row.items():
             for slot, context_id in enumerate(context_of[example_id]):
                 index[row, slot] = unique.setdefault(context_id, len(unique))
+        if self.document_span > 0:
+            document = torch.full((len(source_row), self.document_span), -1, dtype=torch.long)
+            for example_id, row in source_row.items():
+                for slot in range(min(int(self.positions[example_id]), self.document_span)):
+                    document[row, slot] = unique.setdefault(example_id - slot - 1, len(unique))
+            batch["net_input"]["document_index"] = document
         sentences = [self.context_sentence(i) for i in unique]
         untruncated = [s.numel() == self.pair.src_sizes[i] + 1 for i, s in zip(unique, sentences)]
         batch["net_input"]["context_source_row"] = torch.tensor(

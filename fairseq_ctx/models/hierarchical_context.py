@@ -35,6 +35,8 @@ class HierarchicalContextTransformer(TransformerModel):
         ctx_cfg = HierarchicalContextConfig(
             context_encoder_layers=getattr(args, "context_encoder_layers", None),
             separate_context_encoder=getattr(args, "separate_context_encoder", False),
+            document_vector=getattr(args, "document_vector", False),
+            document_vector_span=getattr(args, "document_vector_span", 32),
         )
         return HierarchicalContextEncoder(
             TransformerConfig.from_namespace(args),
@@ -52,6 +54,7 @@ class HierarchicalContextTransformer(TransformerModel):
         context_tokens: Optional[Tensor] = None,
         context_index: Optional[Tensor] = None,
         context_source_row: Optional[Tensor] = None,
+        document_index: Optional[Tensor] = None,
         return_all_hiddens: bool = True,
         features_only: bool = False,
         alignment_layer: Optional[int] = None,
@@ -63,6 +66,7 @@ class HierarchicalContextTransformer(TransformerModel):
             context_tokens=context_tokens,
             context_index=context_index,
             context_source_row=context_source_row,
+            document_index=document_index,
             return_all_hiddens=return_all_hiddens,
         )
         return self.decoder(

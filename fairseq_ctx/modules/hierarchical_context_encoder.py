@@ -16,6 +16,7 @@ from fairseq.dataclass import FairseqDataclass
 from torch import Tensor, nn
 
 from fairseq_ctx.modules.attentive_pooling import AttentivePooling
+from fairseq_ctx.modules.document_vector import DocumentVector
 from fairseq_ctx.modules.gated_sum import GatedSum
 from fairseq_ctx.modules.sentence_vector_cache import SentenceVectorCache
 
@@ -31,6 +32,16 @@ class HierarchicalContextConfig(FairseqDataclass):
         default=False,
         metadata={"help": "give the lower-level context encoder its own layers instead of sharing "
                   "the source encoder's first --context-encoder-layers layers (the thesis shares)"},
+    )
+    document_vector: bool = field(
+        default=False,
+        metadata={"help": "add a document vector as one more context slot (Table 3.3 '+ Document "
+                  "vector'): a learned summary of the previous --document-vector-span sentences "
+                  "of the document (see DocumentVector)"},
+    )
+    document_vector_span: int = field(
+        default=32,
+        metadata={"help": "how many previous sentences of the document the document vector summarises"},
     )
     pretrained_sentence_checkpoint: Optional[str] = field(
         default=None,
@@ -102,6 +113,9 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         )
         self.context_dropout = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
         self.gated_sum = GatedSum(embed_dim)
+        self.document_vector: Optional[DocumentVector] = (
+            DocumentVector(embed_dim, ctx_cfg.document_vector_span, self.padding_idx) if ctx_cfg.document_vector else None
+        )
         self.register_buffer("slot_positions", SinusoidalPositionalEmbedding.get_embedding(16, embed_dim), persistent=False)
         self.context_cache: Optional[SentenceVectorCache] = SentenceVectorCache()
 
@@ -160,28 +174,30 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
     def context_vectors(
         self,
         context_tokens: Tensor,
+        needed: Tensor,
         context_source_row: Optional[Tensor],
         source_states: Optional[Tensor],
         source_padding_mask: Tensor,
     ) -> Tensor:
-        """(U, C) vector s_u of every context row: pooled from the batch's source states,
-        read from the cache, or encoded."""
+        """(U, C) vector s_u of every ``needed`` context row (zeros elsewhere): pooled from the
+        batch's source states, read from the cache, or encoded."""
         sentences = context_tokens[:, 1:]
-        pending = torch.ones(sentences.size(0), dtype=torch.bool, device=sentences.device)
-        positions: List[Tensor] = []
-        vectors: List[Tensor] = []
+        pending = needed.clone()
+        positions: List[Tensor] = [(~needed).nonzero().squeeze(1)]
+        vectors: List[Tensor] = [self.embed_tokens.weight.new_zeros(positions[0].numel(), self.embed_tokens.embedding_dim)]
         if source_states is not None and context_source_row is not None:
-            reused = context_source_row.ge(0)
+            reused = context_source_row.ge(0) & needed
             if reused.any():
                 rows = context_source_row[reused]
                 positions.append(reused.nonzero().squeeze(1))
                 vectors.append(self.pooling(source_states.index_select(1, rows), source_padding_mask.index_select(0, rows)))
                 pending &= ~reused
         use_cache = self.context_cache is not None and not self.training and not torch.is_grad_enabled()
-        keys = SentenceVectorCache.keys_of(sentences, self.padding_idx) if use_cache else []
+        keys = SentenceVectorCache.keys_of(sentences[needed], self.padding_idx) if use_cache else []
         if use_cache:
+            key_of = dict(zip(needed.nonzero().squeeze(1).tolist(), keys))
             pending_positions = pending.nonzero().squeeze(1).tolist()
-            found = self.context_cache.lookup([keys[p] for p in pending_positions], like=self.embed_tokens.weight)
+            found = self.context_cache.lookup([key_of[p] for p in pending_positions], like=self.embed_tokens.weight)
             if found:
                 hits = [pending_positions[i] for i in found]
                 positions.append(torch.tensor(hits, dtype=torch.long, device=sentences.device))
@@ -193,7 +209,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         order = torch.cat(positions)
         result = torch.cat(vectors).index_select(0, torch.argsort(order))
         if use_cache:
-            self.context_cache.store(keys, result)
+            self.context_cache.store(keys, result[needed])
         return result
 
     def context_slots(
@@ -204,19 +220,32 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         context_source_row: Optional[Tensor],
         source_states: Optional[Tensor],
         source_padding_mask: Tensor,
+        document_index: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Tensor]:
-        """Returns slot vectors (N, B, C) and the slot mask (B, N), True for empty slots."""
+        """Returns slot vectors (N, B, C) (N+1 with the document vector) and the slot mask
+        (B, N), True for empty slots."""
         batch = src_tokens.size(0)
         if context_index is None or context_tokens is None:
             context_index = src_tokens.new_full((batch, 1), -1)
             context_tokens = src_tokens.new_zeros((0, 1))
-        if context_tokens.size(0) == 0:
+        needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
+        needed[context_index[context_index.ge(0)]] = True
+        if not needed.any():
             vectors = self.encode_context_sentences(src_tokens.new_full((1, 1), self.dictionary.eos()))
         else:
-            vectors = self.context_vectors(context_tokens, context_source_row, source_states, source_padding_mask)
+            vectors = self.context_vectors(context_tokens, needed, context_source_row, source_states, source_padding_mask)
         empty = context_index.lt(0)
         slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
         slots = slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0)
+        if self.document_vector is not None:
+            if document_index is None:
+                raise ValueError(
+                    "this model has --document-vector but the batch has no 'document_index': "
+                    "use it with the context_translation task (which supplies it) and --context-size > 0"
+                )
+            document, no_document = self.document_vector(self.embed_tokens, context_tokens[:, 1:], document_index)
+            slots = torch.cat([slots, document.unsqueeze(1).to(slots)], dim=1)
+            empty = torch.cat([empty, no_document.unsqueeze(1)], dim=1)
         return slots.transpose(0, 1), empty
 
     def forward(
@@ -226,6 +255,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         context_tokens: Optional[Tensor] = None,
         context_index: Optional[Tensor] = None,
         context_source_row: Optional[Tensor] = None,
+        document_index: Optional[Tensor] = None,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
@@ -235,7 +265,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         h_src = out["encoder_out"][0]
         slots, empty = self.context_slots(
             src_tokens, context_tokens, context_index, context_source_row,
-            self.source_lower_level(out) if reuse else None, out["encoder_padding_mask"][0],
+            self.source_lower_level(out) if reuse else None, out["encoder_padding_mask"][0], document_index,
         )
         if keep_states and not return_all_hiddens:
             out["encoder_states"] = []

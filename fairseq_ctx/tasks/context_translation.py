@@ -59,6 +59,7 @@ class ContextTranslationTask(TranslationTask):
         super().__init__(cfg, src_dict, tgt_dict)
         self.boc_index = src_dict.add_symbol(cfg.context_begin_symbol)
         self.count_context_tokens = True
+        self.document_span = 0
         if joined and tgt_dict is not src_dict:
             tgt_dict.add_symbol(cfg.context_begin_symbol)
 
@@ -96,7 +97,14 @@ class ContextTranslationTask(TranslationTask):
             split=split,
             document_window=self.cfg.document_window,
         )
-        self.datasets[split].count_context_tokens = self.count_context_tokens
+        self.configure_dataset(self.datasets[split])
+
+    def configure_dataset(self, dataset) -> None:
+        """What the built model needs from the batches (datasets loaded before the model was
+        built, as fairseq-train loads the validation split, are updated when it is)."""
+        if isinstance(dataset, ContextTranslationDataset):
+            dataset.count_context_tokens = self.count_context_tokens
+            dataset.document_span = self.document_span
 
     def build_model(self, cfg, from_checkpoint: bool = False):
         model = super().build_model(cfg, from_checkpoint)
@@ -109,9 +117,10 @@ class ContextTranslationTask(TranslationTask):
         if hasattr(model.encoder, "set_context_cache"):
             model.encoder.set_context_cache(not self.cfg.no_context_cache)
             self.count_context_tokens = not (model.encoder.reuses_source_encodings and self.cfg.document_window > 0)
+            document_vector = getattr(model.encoder, "document_vector", None)
+            self.document_span = document_vector.span if document_vector is not None else 0
             for dataset in self.datasets.values():
-                if isinstance(dataset, ContextTranslationDataset):
-                    dataset.count_context_tokens = self.count_context_tokens
+                self.configure_dataset(dataset)
         checkpoint = getattr(cfg, "pretrained_sentence_checkpoint", None)
         if checkpoint and not from_checkpoint:
             model.load_sentence_checkpoint(checkpoint)
