@@ -25,6 +25,7 @@ class MaxPooledBiLSTMEncoder(FairseqEncoder):
         self.output_dim = 2 * hidden_size
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor) -> Dict[str, List[Tensor]]:
+        src_tokens = src_tokens[:, : int(src_lengths.max())]  # extra padding columns carry nothing
         states, _, _, padding_mask = self.lstm(src_tokens, src_lengths, enforce_sorted=False)
         states = states.masked_fill(padding_mask.unsqueeze(-1), torch.finfo(states.dtype).min)
         return {"sentence_embedding": [states.max(dim=0).values]}
