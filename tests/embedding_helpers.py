@@ -1,6 +1,6 @@
 """Builders shared by the multilingual-embedding tests (tiny models on the generated corpus)."""
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from fairseq import options, tasks
@@ -23,12 +23,12 @@ ARCHS = {
 }
 
 
-def build_embedding_model(data: Path, arch: str, extra: Sequence[str] = ()):
+def build_embedding_model(data: Path, arch: str, extra: Sequence[str] = (), size: Optional[Sequence[str]] = None):
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, input_args=[
         str(data), "--user-dir", USER_DIR, "--task", "multilingual_embedding", "--lang-pairs", EMBEDDING_PAIRS,
         "--arch", arch, "--criterion", "distance_constraint", "--label-smoothing", "0.1", "--cpu", "--seed", "1",
-        *ARCHS[arch], *extra,
+        *(ARCHS[arch] if size is None else size), *extra,
     ])
     cfg = convert_namespace_to_omegaconf(args)
     torch.manual_seed(1)

@@ -3,11 +3,11 @@
 # -> fairseq-preprocess per pair -> tmde / tmde + distance_constraint / tmde_f / laser_bilstm with the
 # same update budget, plus a bilingual pa<->pb run with and without the constraint
 # -> retrieval error xa<->xb, X-Y document classification, t-SNE picture.
-# About 15 minutes on 2 CPU cores. Usage: bash examples/embedding/demo.sh [WORK_DIR] (default work/embedding)
+# About 10-15 minutes on 2 idle CPU cores. Usage: bash examples/embedding/demo.sh [WORK_DIR] (default work/embedding)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${1:-work/embedding}
-UPDATES=${UPDATES:-600}
+UPDATES=${UPDATES:-300}
 USER_DIR=$(fairseq-ctx-user-dir)
 LANGS="pa pb xa xb xc"
 PAIRS=xa-pa,xa-pb,xb-pa,xb-pb,xc-pa,xc-pb,pa-pb,pb-pa
@@ -36,7 +36,7 @@ train() {  # NAME PAIRS ARCH SIZE CRITERION...
     --optimizer adam --adam-betas '(0.9,0.98)' --lr 2e-3 --lr-scheduler inverse_sqrt --warmup-updates 100 \
     --max-tokens 1500 --max-update "$UPDATES" --seed 1 --cpu --num-workers 0 \
     --save-dir "checkpoints/$name" --no-epoch-checkpoints --no-save-optimizer-state \
-    --log-format simple --log-interval 100 > "train.$name.log" 2>&1
+    --log-format simple --log-interval 50 > "train.$name.log" 2>&1
   echo "   $name: $(grep "valid on 'valid'" "train.$name.log" | tail -n 1 | grep -o 'loss [0-9.]*' | head -n 1)"
 }
 

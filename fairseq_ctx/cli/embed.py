@@ -48,6 +48,14 @@ class Embedder:
 
             self.spm = sentencepiece.SentencePieceProcessor(model_file=spm)
 
+    @classmethod
+    def from_model(cls, model, task, max_doc_tokens: int = 750) -> "Embedder":
+        """Wrap an in-memory model (benchmarks, tests) instead of loading a checkpoint."""
+        embedder = cls.__new__(cls)
+        embedder.model, embedder.task, embedder.use_cuda = model.eval(), task, False
+        embedder.max_doc_tokens, embedder.spm = max_doc_tokens, None
+        return embedder
+
     def encode(self, line: str) -> torch.Tensor:
         line = line.strip()
         if self.spm is not None:
