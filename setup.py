@@ -24,6 +24,11 @@ setup(
             "fairseq-ctx-prepare-docs=fairseq_ctx.cli.prepare_docs:main",
             "fairseq-ctx-make-corpus=fairseq_ctx.cli.make_corpus:main",
             "fairseq-ctx-score=fairseq_ctx.cli.score:main",
+            "fairseq-ctx-make-multilingual-corpus=fairseq_ctx.cli.make_multilingual_corpus:main",
+            "fairseq-ctx-embed=fairseq_ctx.cli.embed:main",
+            "fairseq-ctx-xsim=fairseq_ctx.cli.xsim:main",
+            "fairseq-ctx-doc-classify=fairseq_ctx.cli.doc_classify:main",
+            "fairseq-ctx-plot-embeddings=fairseq_ctx.cli.plot_embeddings:main",
         ]
     },
 )

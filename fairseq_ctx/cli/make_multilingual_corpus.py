@@ -1,0 +1,22 @@
+"""``fairseq-ctx-make-multilingual-corpus``: write the generated multilingual embedding demo corpus."""
+import argparse
+
+from fairseq_ctx.data.multilingual_corpus import LANGUAGES, PIVOTS, MultilingualSizes, write_multilingual_corpus
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out_dir", help="directory for {split}.{lang}, {split}.doc.{lang}, {split}.doc.labels")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train-docs", type=int, default=MultilingualSizes.train_docs)
+    parser.add_argument("--valid-docs", type=int, default=MultilingualSizes.valid_docs)
+    parser.add_argument("--test-docs", type=int, default=MultilingualSizes.test_docs)
+    args = parser.parse_args(argv)
+    sizes = MultilingualSizes(args.train_docs, args.valid_docs, args.test_docs)
+    counts = write_multilingual_corpus(args.out_dir, sizes, seed=args.seed)
+    print(" ".join(f"{split}={n} sentences" for split, n in counts.items())
+          + f" in languages {' '.join(spec.name for spec in LANGUAGES)} (pivots {' '.join(PIVOTS)}) -> {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Builders shared by the multilingual-embedding tests (tiny models on the generated corpus)."""
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+from fairseq import options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+from conftest import EMBEDDING_PAIRS, USER_DIR
+
+TINY_TRANSFORMER = [
+    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+    "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+    "--encoder-layers", "3", "--dropout", "0.0",
+]
+TINY_LASER = ["--encoder-embed-dim", "32", "--encoder-hidden-size", "16", "--decoder-embed-dim", "32",
+              "--decoder-hidden-size", "32", "--decoder-lang-embed-dim", "8", "--dropout", "0.0"]
+ARCHS = {
+    "tmde": TINY_TRANSFORMER,
+    "tmde_f": TINY_TRANSFORMER,
+    "tmde_p": TINY_TRANSFORMER + ["--pyramid-queries", "8,4,2"],
+    "laser_bilstm": TINY_LASER,
+}
+
+
+def build_embedding_model(data: Path, arch: str, extra: Sequence[str] = (), size: Optional[Sequence[str]] = None):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, input_args=[
+        str(data), "--user-dir", USER_DIR, "--task", "multilingual_embedding", "--lang-pairs", EMBEDDING_PAIRS,
+        "--arch", arch, "--criterion", "distance_constraint", "--label-smoothing", "0.1", "--cpu", "--seed", "1",
+        *(ARCHS[arch] if size is None else size), *extra,
+    ])
+    cfg = convert_namespace_to_omegaconf(args)
+    torch.manual_seed(1)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    return task, model, criterion
+
+
+def valid_batch(task, max_tokens: int = 300):
+    if "valid" not in task.datasets:
+        task.load_dataset("valid")
+    dataset = task.datasets["valid"]
+    first = dataset.batch_by_size(dataset.ordered_indices(), max_tokens=max_tokens)[0]
+    return dataset.collater([dataset[i] for i in first])

@@ -1,0 +1,92 @@
+"""T-MDE family and LASER: embedding invariances, the bottleneck, gradients, half precision."""
+import pytest
+import torch
+from fairseq.data import data_utils
+
+from embedding_helpers import ARCHS, build_embedding_model, valid_batch
+
+
+def _embed_one_by_one(model, tokens):
+    return torch.cat([model.embed(t.unsqueeze(0), torch.LongTensor([t.numel()])) for t in tokens])
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_embedding_does_not_depend_on_padding_or_batch_composition(multilingual_data, arch):
+    task, model, _ = build_embedding_model(multilingual_data, arch)
+    model.eval()
+    task.load_dataset("valid")
+    dataset = task.datasets["valid"]
+    tokens = [dataset[i]["source"] for i in range(12)]
+    assert all(t[0] == task.str_tag_index for t in tokens)
+    pad = task.source_dictionary.pad()
+    with torch.no_grad():
+        alone = _embed_one_by_one(model, tokens)
+        batched = model.embed(data_utils.collate_tokens(tokens, pad, left_pad=False),
+                              torch.LongTensor([t.numel() for t in tokens]))
+        mixed = tokens[:4] + [dataset[i]["source"] for i in range(40, 50)]
+        extra_pad = torch.nn.functional.pad(data_utils.collate_tokens(mixed, pad, left_pad=False), (0, 7), value=pad)
+        in_other_batch = model.embed(extra_pad, torch.LongTensor([t.numel() for t in mixed]))[:4]
+    assert alone.shape == (12, batched.shape[1])
+    assert torch.allclose(alone, batched, atol=1e-5)
+    assert torch.allclose(alone[:4], in_other_batch, atol=1e-5)
+    assert (alone[0] - alone[1]).abs().max() > 1e-3, "different sentences must get different embeddings"
+
+
+def _decoder_output_with_perturbed_positions(model, sample):
+    """Decoder output and embedding when every encoder output except position 0 gets noise."""
+
+    def perturb(_, __, output):
+        output = output.clone()
+        output[1:] += 10.0 * torch.randn_like(output[1:])
+        return output
+
+    handle = model.encoder.layers[-1].register_forward_hook(perturb)
+    try:
+        return model(**sample["net_input"])
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("arch,sees_only_embedding", [("tmde", True), ("tmde_p", True), ("tmde_f", False)])
+def test_tmde_decoder_sees_only_the_embedding(multilingual_data, arch, sees_only_embedding):
+    task, model, _ = build_embedding_model(multilingual_data, arch)
+    model.eval()
+    sample = valid_batch(task)
+    with torch.no_grad():
+        logits, extra = model(**sample["net_input"])
+        torch.manual_seed(0)
+        perturbed_logits, perturbed_extra = _decoder_output_with_perturbed_positions(model, sample)
+    encoder_out = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
+    if sees_only_embedding:
+        assert encoder_out["encoder_out"][0].shape[0] == 1, "the decoder's memory is the embedding alone"
+        if arch == "tmde":
+            assert torch.allclose(logits, perturbed_logits, atol=1e-5)
+            assert torch.allclose(extra["sentence_embedding"], perturbed_extra["sentence_embedding"], atol=1e-5)
+    else:
+        assert encoder_out["encoder_out"][0].shape[0] == sample["net_input"]["src_tokens"].shape[1]
+        assert (logits - perturbed_logits).abs().max() > 1e-2, "tmde_f attends to every encoder position"
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+@pytest.mark.parametrize("variant", ["mde", "cnv"])
+def test_every_parameter_receives_a_gradient(multilingual_data, arch, variant):
+    task, model, criterion = build_embedding_model(multilingual_data, arch, ["--distance-variant", variant])
+    loss, sample_size, log = criterion(model, valid_batch(task))
+    loss.backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None]
+    assert not missing, f"parameters without gradient: {missing}"
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert float(log["d_p"]) > 0 and float(log["v_norm"]) > 0
+    assert sample_size == log["ntokens"]
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_forward_backward_is_finite(multilingual_data, arch, dtype):
+    task, model, criterion = build_embedding_model(multilingual_data, arch)
+    model = model.to(dtype)
+    loss, _, log = criterion(model, valid_batch(task, max_tokens=120))
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad.float()).all() for p in model.parameters() if p.grad is not None)
+    assert model.embed(**valid_batch(task)["target_input"]).dtype == dtype
