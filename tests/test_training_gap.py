@@ -24,17 +24,35 @@ BUDGET = [
 ]
 
 
+def generate(data: Path, checkpoint: Path, context_size: int, extra=()) -> str:
+    return run_tool(["fairseq-generate", str(data), "--user-dir", USER_DIR, "--task", "context_translation",
+                     "--context-size", str(context_size), "--path", str(checkpoint), "--gen-subset", "test",
+                     "--beam", "5", "--batch-size", "32", "--cpu", "--required-batch-size-multiple", "1",
+                     *extra]).stdout
+
+
 def train_and_score(data: Path, work: Path, arch: str, context_size: int) -> dict:
     save_dir = work / f"ckpt-{arch}"
     common = ["--user-dir", USER_DIR, "--task", "context_translation", "--context-size", str(context_size)]
     run_tool(["fairseq-train", str(data), *common, "--arch", arch, *MODEL, *BUDGET, "--save-dir", str(save_dir)])
-    generated = run_tool(["fairseq-generate", str(data), *common, "--path", str(save_dir / "checkpoint_best.pt"),
-                          "--gen-subset", "test", "--beam", "5", "--batch-size", "32", "--cpu",
-                          "--required-batch-size-multiple", "1"])
     output = work / f"generate-{arch}.out"
-    output.write_text(generated.stdout)
-    return {"checkpoint": save_dir / "checkpoint_best.pt",
+    output.write_text(generate(data, save_dir / "checkpoint_best.pt", context_size))
+    return {"checkpoint": save_dir / "checkpoint_best.pt", "output": output,
             **score(str(output), str(data.parent / "raw" / "test.ctxkey"))}
+
+
+def hypotheses(generate_output: str) -> list:
+    return sorted(line.split("\t")[0] + "\t" + line.split("\t")[2] for line in generate_output.splitlines()
+                  if line.startswith("H-"))
+
+
+def test_generation_with_and_without_the_context_cache_is_identical(trained):
+    cached = trained["hmce"]["output"].read_text()
+    uncached = generate(trained["data"], trained["hmce"]["checkpoint"], 2, ["--no-context-cache"])
+    assert len(hypotheses(cached)) == 50
+    assert hypotheses(uncached) == hypotheses(cached)
+    length_sorted = generate(trained["data"], trained["hmce"]["checkpoint"], 2, ["--document-window", "0"])
+    assert hypotheses(length_sorted) == hypotheses(cached)
 
 
 @pytest.fixture(scope="module")
