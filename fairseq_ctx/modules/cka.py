@@ -13,7 +13,7 @@ Conventions
   dimensions are below n, in Gram space (O(n²·d)) otherwise; both give the same number.
 - RBF kernel: k(a, b) = exp(−‖a−b‖² / (2σ²)) with σ = ``rbf_bandwidth`` × the median of the
   non-zero pairwise distances of that representation (Kornblith et al. 2019); σ is treated as a
-  constant for gradients.
+  constant for gradients (``rbf_sigma`` fixes σ directly).
 - Padding masks are True at padding positions (fairseq's convention).
 """
 import logging
@@ -45,12 +45,14 @@ def _check_pair(x: Tensor, y: Tensor, kernel: str) -> None:
         raise ValueError(f"unknown kernel {kernel!r}; choose one of {KERNELS}")
 
 
-def gram(x: Tensor, kernel: str = "linear", rbf_bandwidth: float = 1.0) -> Tensor:
-    """Kernel matrix K = κ(X, X) of the rows of x (n, d)."""
+def gram(x: Tensor, kernel: str = "linear", rbf_bandwidth: float = 1.0, rbf_sigma: Optional[float] = None) -> Tensor:
+    """Kernel matrix K = κ(X, X) of the rows of x (n, d); ``rbf_sigma`` fixes σ instead of the median rule."""
     if kernel == "linear":
         return x @ x.t()
     sq_norms = (x * x).sum(dim=1)
     sq_dist = (sq_norms.unsqueeze(1) + sq_norms.unsqueeze(0) - 2 * x @ x.t()).clamp_min(0)
+    if rbf_sigma is not None:
+        return torch.exp(-sq_dist / (2 * rbf_sigma * rbf_sigma))
     with torch.no_grad():
         off_diag = sq_dist[~torch.eye(x.size(0), dtype=torch.bool, device=x.device)]
         positive = off_diag[off_diag > 0]
@@ -93,6 +95,7 @@ def hsic(
     unbiased: bool = False,
     rbf_bandwidth: float = 1.0,
     dtype: Optional[torch.dtype] = None,
+    rbf_sigma: Optional[float] = None,
 ) -> Tensor:
     """HSIC(K, L) between paired rows of x (n, d1) and y (n, d2) (eq. 4.4 / Song et al. 2012)."""
     _check_pair(x, y, kernel)
@@ -101,7 +104,7 @@ def hsic(
     if _use_feature_space(x, y, kernel, unbiased):
         xc, yc = x - x.mean(dim=0), y - y.mean(dim=0)
         return (yc.t() @ xc).pow(2).sum() / (x.size(0) - 1) ** 2
-    k, l = gram(x, kernel, rbf_bandwidth), gram(y, kernel, rbf_bandwidth)
+    k, l = gram(x, kernel, rbf_bandwidth, rbf_sigma), gram(y, kernel, rbf_bandwidth, rbf_sigma)
     return _hsic_unbiased_gram(k, l) if unbiased else _hsic_biased_gram(k, l)
 
 
@@ -112,6 +115,7 @@ def cka(
     unbiased: bool = False,
     rbf_bandwidth: float = 1.0,
     dtype: Optional[torch.dtype] = None,
+    rbf_sigma: Optional[float] = None,
 ) -> Tensor:
     """CKA = HSIC(K, L) / sqrt(HSIC(K, K) · HSIC(L, L)) (eq. 4.5 / 5.3); 0 when a side is constant."""
     _check_pair(x, y, kernel)
@@ -124,7 +128,7 @@ def cka(
         norm_x = (xc.t() @ xc).pow(2).sum().sqrt()
         norm_y = (yc.t() @ yc).pow(2).sum().sqrt()
         return cross / (norm_x * norm_y).clamp_min(tiny)
-    k, l = gram(x, kernel, rbf_bandwidth), gram(y, kernel, rbf_bandwidth)
+    k, l = gram(x, kernel, rbf_bandwidth, rbf_sigma), gram(y, kernel, rbf_bandwidth, rbf_sigma)
     estimator = _hsic_unbiased_gram if unbiased else _hsic_biased_gram
     kl, kk, ll = estimator(k, l), estimator(k, k), estimator(l, l)
     return kl / (kk * ll).clamp_min(tiny).sqrt()
