@@ -24,6 +24,7 @@ setup(
             "fairseq-ctx-prepare-docs=fairseq_ctx.cli.prepare_docs:main",
             "fairseq-ctx-make-corpus=fairseq_ctx.cli.make_corpus:main",
             "fairseq-ctx-score=fairseq_ctx.cli.score:main",
+            "fairseq-ctx-analyze-heads=fairseq_ctx.cli.analyze_heads:main",
         ]
     },
 )
