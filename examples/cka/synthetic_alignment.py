@@ -12,6 +12,7 @@ Writes ``<out>.csv`` (curves), ``<out>_summary.md`` (initial/final values) and `
 """
 import argparse
 import csv
+import logging
 from pathlib import Path
 from typing import Dict, List
 
@@ -80,6 +81,7 @@ def plot(curves: Dict[str, List[Dict[str, float]]], path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))

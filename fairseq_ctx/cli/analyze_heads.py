@@ -94,6 +94,7 @@ def heatmaps(panels: Dict[str, np.ndarray], title: str, path: str, xlabel: str, 
     import matplotlib
 
     matplotlib.use("Agg")
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     import matplotlib.pyplot as plt
 
     cols = min(4, len(panels))
