@@ -29,6 +29,7 @@ setup(
             "fairseq-ctx-xsim=fairseq_ctx.cli.xsim:main",
             "fairseq-ctx-doc-classify=fairseq_ctx.cli.doc_classify:main",
             "fairseq-ctx-plot-embeddings=fairseq_ctx.cli.plot_embeddings:main",
+            "fairseq-ctx-analyze-heads=fairseq_ctx.cli.analyze_heads:main",
         ]
     },
 )
