@@ -4,6 +4,7 @@ states h_src (B, T, d), ``context`` = the context tensor t (B, N, d) with empty 
 plus the ``TransformerModel`` names (``encoder_out`` = the fused states, ...)."""
 from typing import Dict, Optional
 
+import torch
 from torch import Tensor
 
 from fairseq_ctx.models.hierarchical_context import HierarchicalContextTransformer
@@ -36,5 +37,7 @@ class HierarchicalContextRepresentations(TransformerRepresentations):
             index = net_input.get("context_index")
             context = self._context.transpose(0, 1)
             empty = index.lt(0) if index is not None else context.new_ones(context.shape[:2]).bool()
+            if "document_index" in net_input and empty.size(1) < context.size(1):  # the document-vector slot
+                empty = torch.cat([empty, net_input["document_index"].lt(0).all(dim=1, keepdim=True)], dim=1)
             out["context"] = Representation(context, empty)
         return out
