@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_ctx.modules.cka import cka, hsic, pairwise_linear_cka, sample_paired_rows, sample_rows, srip
+from fairseq_ctx.modules.cka import (
+    cka, hsic, mean_pairwise_linear_hsic, pairwise_linear_cka, sample_paired_rows, sample_rows, srip,
+)
 from fairseq_ctx.modules.svcca import svcca
 
 
@@ -98,6 +100,12 @@ def test_pairwise_head_cka_matches_pairwise_calls():
     matrix = pairwise_linear_cka(heads)
     assert torch.allclose(matrix[1, 3], cka(heads[:, 1], heads[:, 3]), atol=1e-6)
     assert torch.allclose(matrix.diagonal(), torch.ones(4), atol=1e-6)
+
+
+def test_mean_pairwise_hsic_is_the_mean_over_head_pairs():
+    heads = torch.randn(50, 4, 8, dtype=torch.float64)
+    pairs = [hsic(heads[:, i], heads[:, j]) for i in range(4) for j in range(i + 1, 4)]
+    assert torch.allclose(mean_pairwise_linear_hsic(heads), torch.stack(pairs).mean(), rtol=1e-10)
 
 
 def test_svcca_identical_and_linear_maps():

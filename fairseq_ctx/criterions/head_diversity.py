@@ -26,7 +26,7 @@ from torch import Tensor
 
 from fairseq_ctx.criterions.model_hooks import ModelHooks
 from fairseq_ctx.modules.attention_heads import DropHead, HeadTap
-from fairseq_ctx.modules.cka import mean_off_diagonal, pairwise_linear_hsic, sample_rows, srip
+from fairseq_ctx.modules.cka import mean_pairwise_linear_hsic, sample_rows, srip
 
 
 @dataclass
@@ -77,7 +77,7 @@ class HeadDiversityCriterion(LabelSmoothedCrossEntropyCriterion):
             t, b, h, d = record.heads.shape
             rows = sample_rows(record.heads.transpose(0, 1).reshape(b, t, h * d), record.query_padding_mask,
                                self.samples, what=f"heads of {name}")
-            values.append(mean_off_diagonal(pairwise_linear_hsic(rows.view(-1, h, d))))
+            values.append(mean_pairwise_linear_hsic(rows.view(-1, h, d)))
         return torch.stack(values).mean()
 
     def ortho_term(self, tap: HeadTap) -> Tensor:

@@ -148,6 +148,19 @@ def pairwise_linear_hsic(heads: Tensor, dtype: Optional[torch.dtype] = None) -> 
     return cross.pow(2).sum(dim=(2, 3)) / (heads.size(0) - 1) ** 2
 
 
+def mean_pairwise_linear_hsic(heads: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
+    """Mean over head pairs i < j of biased linear HSIC (the HSIC regularizer, eq. 4.7).
+
+    Equals ``mean_off_diagonal(pairwise_linear_hsic(heads))`` but computes only the H(H−1)/2
+    cross-covariance blocks it needs (one batched matmul), not all H² of them.
+    """
+    centered = _centered_heads(heads, dtype)
+    h = centered.size(1)
+    first, second = torch.triu_indices(h, h, offset=1, device=centered.device)
+    cross = torch.bmm(centered[:, first].permute(1, 2, 0), centered[:, second].permute(1, 0, 2))
+    return cross.pow(2).sum(dim=(1, 2)).mean() / (heads.size(0) - 1) ** 2
+
+
 def pairwise_linear_cka(heads: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
     """(H, H) matrix of linear CKA between heads (eq. 4.6 before averaging); diagonal is 1."""
     h = pairwise_linear_hsic(heads, dtype)
