@@ -98,6 +98,8 @@ def main() -> None:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall: time.perf_counter; cpu: time.process_time (robust to other load)")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
+    parser.add_argument("--terms", default=",".join(COMPARISONS), help="comma-separated subset of "
+                        + ", ".join(COMPARISONS))
     parser.add_argument("--json")
     args = parser.parse_args()
     if args.threads > 0:
@@ -109,7 +111,8 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         data_bin = make_data_bin(Path(tmp), CorpusSizes(train=60, valid=4, test=4))
-        for term, (arch, off_args, on_args, target) in COMPARISONS.items():
+        for term in args.terms.split(","):
+            arch, off_args, on_args, target = COMPARISONS[term]
             setups = {"off": build(data_bin, arch, off_args), "on": build(data_bin, arch, on_args)}
             samples = batches(setups["off"][0], args.batch_size, 4)
             times = {"off": [], "on": []}
