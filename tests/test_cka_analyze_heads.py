@@ -1,4 +1,4 @@
-"""fairseq-ctx-analyze-heads on a checkpoint trained for two updates with stock fairseq-train."""
+"""fairseq-ctx-analyze-heads on a checkpoint trained for one update with stock fairseq-train."""
 import csv
 import json
 
@@ -9,7 +9,7 @@ def test_analyze_heads_tables_pictures_and_self_comparison(tiny_data, tmp_path):
     save = tmp_path / "ckpt"
     run_tool(["fairseq-train", str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
               "--context-size", "2", "--arch", "hce", *TINY_MODEL, "--criterion", "head_diversity",
-              "--drophead", "0.1", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "2",
+              "--drophead", "0.1", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1",
               "--cpu", "--seed", "1", "--save-dir", str(save), "--no-epoch-checkpoints", "--disable-validation"])
     out = tmp_path / "heads"
     result = run_tool(["fairseq-ctx-analyze-heads", str(tiny_data), "--path", str(save / "checkpoint_last.pt"),
