@@ -24,6 +24,11 @@ setup(
             "fairseq-ctx-prepare-docs=fairseq_ctx.cli.prepare_docs:main",
             "fairseq-ctx-make-corpus=fairseq_ctx.cli.make_corpus:main",
             "fairseq-ctx-score=fairseq_ctx.cli.score:main",
+            "fairseq-ctx-contrastive=fairseq_ctx.cli.contrastive:main",
+            "fairseq-ctx-cxmi=fairseq_ctx.cli.cxmi:main",
+            "fairseq-ctx-subset-bleu=fairseq_ctx.cli.subset_bleu:main",
+            "fairseq-ctx-translate-doc=fairseq_ctx.cli.translate_doc:main",
+            "fairseq-ctx-make-contrastive=fairseq_ctx.cli.make_contrastive:main",
         ]
     },
 )

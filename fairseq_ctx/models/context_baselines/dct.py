@@ -33,6 +33,9 @@ class ContextSourceLayer(TransformerDecoderLayerBase):
     cross-attention is a :class:`ContextAttention`, so a sentence without context skips it
     (zero attention output)."""
 
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Nothing to upgrade (the encoder calls this on every layer when loading a checkpoint)."""
+
     def build_encoder_attention(self, embed_dim, cfg):
         return ContextAttention(embed_dim, cfg.decoder.attention_heads, kdim=cfg.encoder.embed_dim,
                                 vdim=cfg.encoder.embed_dim, dropout=cfg.attention_dropout)
