@@ -54,7 +54,7 @@ def prepare_data(work: Path, train_docs: int) -> Path:
     return data
 
 
-def evaluate(work: Path, data: Path, arch: str, context_size: int, updates: int) -> Dict:
+def evaluate(work: Path, data: Path, arch: str, context_size: int, updates: int, batch_size: int) -> Dict:
     user_dir = run(["fairseq-ctx-user-dir"]).strip()
     out = work / arch
     out.mkdir(exist_ok=True)
@@ -62,7 +62,7 @@ def evaluate(work: Path, data: Path, arch: str, context_size: int, updates: int)
               "--cpu"]
     run(["fairseq-train", *common, "--arch", arch, *MODEL, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
          "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "150", "--criterion",
-         "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1", "--batch-size", "64",
+         "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1", "--batch-size", str(batch_size),
          "--max-update", str(updates), "--seed", "1", "--save-dir", str(out / "checkpoints"),
          "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1000"], out / "train.log")
     train_log = (out / "train.log").read_text()
@@ -109,9 +109,10 @@ def write_results(rows: List[Dict], args: argparse.Namespace, destination: Path)
     lines = [
         "# Context models on the generated demo corpus",
         "",
-        f"Written by `python examples/context_mt/compare.py --updates {args.updates} --train-docs {args.train_docs}`"
+        f"Written by `python examples/context_mt/compare.py --updates {args.updates} --train-docs {args.train_docs} "
+        f"--batch-size {args.batch_size}`"
         " (numbers below are its output). Same data, model size (128 dims, 2+2 layers, 4 heads, shared",
-        f"embeddings), optimizer, 64 sentences per batch, {args.updates} updates and seed for every model; CPU,",
+        f"embeddings), optimizer, {args.batch_size} sentences per batch, {args.updates} updates and seed for every model; CPU,",
         "2 shared cores (timings are noisy: other jobs ran on the machine).",
         "",
         "| model | N | BLEU | context acc. | BLEU pronoun / other (gap) | CXMI (nats/sent.) | contrastive acc. "
@@ -165,6 +166,7 @@ def main() -> None:
     parser.add_argument("--work", default="work/compare", help="scratch directory (recreated)")
     parser.add_argument("--updates", type=int, default=300, help="training updates per model")
     parser.add_argument("--train-docs", type=int, default=400, help="training documents of the generated corpus")
+    parser.add_argument("--batch-size", type=int, default=64, help="training sentences per batch")
     parser.add_argument("--out", default=str(HERE), help="where RESULTS.md and compare.png go")
     args = parser.parse_args()
     work = Path(args.work)
@@ -173,11 +175,11 @@ def main() -> None:
     data = prepare_data(work, args.train_docs)
     rows = []
     for arch, context_size in ARCHS:
-        rows.append(evaluate(work, data, arch, context_size, args.updates))
+        rows.append(evaluate(work, data, arch, context_size, args.updates, args.batch_size))
         print(json.dumps(rows[-1]), flush=True)
-    (work / "results.json").write_text(json.dumps(rows, indent=2))
-    write_results(rows, args, Path(args.out) / "RESULTS.md")
-    plot(rows, Path(args.out) / "compare.png")
+        (work / "results.json").write_text(json.dumps(rows, indent=2))
+        write_results(rows, args, Path(args.out) / "RESULTS.md")
+        plot(rows, Path(args.out) / "compare.png")
 
 
 if __name__ == "__main__":
