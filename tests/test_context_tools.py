@@ -27,17 +27,19 @@ def write(path, lines):
 def test_contrastive_accuracy_is_100_when_the_correct_target_is_the_greedy_output(dat, tmp_path):
     sentences = [s for doc in DOCS for s in doc]
     context = [""] + sentences[:-1]
+    context1 = ["", ""] + sentences[:-2]  # the model has --context-size 2: the same context as in decoding
     greedy = dat.translate_document(sentences)
     # the argument below needs outputs that ended with </s> before the length limit (20)
     keep = [i for i, g in enumerate(greedy) if 0 < len(g.split()) < 19]
     assert len(keep) >= 2, greedy
-    sentences, context, greedy = ([column[i] for i in keep] for column in (sentences, context, greedy))
+    sentences, context, context1, greedy = ([column[i] for i in keep] for column in (sentences, context, context1, greedy))
     # appending a word before </s> can only lower the score: greedy chose </s> as the argmax there
     variants = [[f"{g} {w}" for g in greedy] for w in ("der", "und")]
     categories = ["a" if i % 2 == 0 else "b" for i in range(len(keep))]
     files = dict(source=write(tmp_path / "src", sentences), reference=write(tmp_path / "ref", greedy),
                  contrastive=[write(tmp_path / f"c{i}", v) for i, v in enumerate(variants)],
-                 context=[write(tmp_path / "ctx0", context)], categories=write(tmp_path / "cat", categories))
+                 context=[write(tmp_path / "ctx0", context), write(tmp_path / "ctx1", context1)],
+                 categories=write(tmp_path / "cat", categories))
     result = evaluate(dat, read_contrastive_set(**files))
     assert result["accuracy"] == 1.0 and result["total"] == len(keep)
     assert {name: value["accuracy"] for name, value in result["categories"].items()} == {"a": 1.0, "b": 1.0}
