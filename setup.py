@@ -30,6 +30,11 @@ setup(
             "fairseq-ctx-doc-classify=fairseq_ctx.cli.doc_classify:main",
             "fairseq-ctx-plot-embeddings=fairseq_ctx.cli.plot_embeddings:main",
             "fairseq-ctx-analyze-heads=fairseq_ctx.cli.analyze_heads:main",
+            "fairseq-ctx-contrastive=fairseq_ctx.cli.contrastive:main",
+            "fairseq-ctx-cxmi=fairseq_ctx.cli.cxmi:main",
+            "fairseq-ctx-subset-bleu=fairseq_ctx.cli.subset_bleu:main",
+            "fairseq-ctx-translate-doc=fairseq_ctx.cli.translate_doc:main",
+            "fairseq-ctx-make-contrastive=fairseq_ctx.cli.make_contrastive:main",
         ]
     },
 )

@@ -114,3 +114,41 @@ def multilingual_data(tmp_path_factory) -> Path:
 
 
 EMBEDDING_PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
+def run_fairseq_cli(cli_main, args: Sequence[str]) -> None:
+    """Run a stock fairseq console entry point (``fairseq_cli.*.cli_main``) in this process,
+    saving the interpreter start-up of a subprocess."""
+    saved = sys.argv
+    sys.argv = ["fairseq", *args]
+    try:
+        cli_main()
+    finally:
+        sys.argv = saved
+
+
+BASELINE_ARCHS = ["ctx_concat", "dat", "han", "dct"]
+
+
+@pytest.fixture(scope="session")
+def trained_baselines(tiny_data, tmp_path_factory):
+    """Each context baseline (and a --context-size 0 transformer) trained 30 updates with stock
+    fairseq-train and decoded with stock fairseq-generate; {arch: (checkpoint_dir, generate text)}."""
+    from fairseq_cli import generate, train
+
+    work = tmp_path_factory.mktemp("baselines")
+    runs = {}
+    for arch in [*BASELINE_ARCHS, "transformer"]:
+        context = ["--context-size", "0" if arch == "transformer" else "2"]
+        save_dir, results = work / arch, work / f"gen-{arch}"
+        common = [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", *context, "--cpu"]
+        run_fairseq_cli(train.cli_main, [
+            *common, "--arch", arch, *TINY_MODEL, "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "2000",
+            "--max-update", "30", "--criterion", "label_smoothed_cross_entropy", "--seed", "1", "--dropout", "0.0",
+            "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--log-format", "none",
+            "--disable-validation",
+        ])
+        run_fairseq_cli(generate.cli_main, [
+            *common, "--path", str(save_dir / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "2",
+            "--batch-size", "16", "--required-batch-size-multiple", "1", "--results-path", str(results),
+        ])
+        runs[arch] = (save_dir, (results / "generate-test.txt").read_text())
+    return runs

@@ -1,0 +1,43 @@
+"""``fairseq-ctx-translate-doc``: translate raw documents with a context-aware model.
+
+Input (a file or stdin): one sentence per line, a blank line between documents. Output: one
+translation per input line, blank lines kept, so document boundaries are preserved. Each
+sentence is translated with the previous sentences of its document as context; sentences are
+batched across documents, the input is read as a stream (only the running context and one
+batch are held) and each batch is written as soon as it is translated.
+
+Example:
+    fairseq-ctx-translate-doc checkpoints/hmce --spm spm.model --input talk.en > talk.de
+    cat docs.en | fairseq-ctx-translate-doc checkpoints/hmce/checkpoint_best.pt --beam 5
+"""
+import argparse
+import sys
+
+from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(parser)
+    parser.add_argument("--input", default="-", help="documents to translate (default: stdin)")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--lenpen", type=float, default=1.0)
+    parser.add_argument("--max-len-a", type=float, default=1.2, help="max output length = a * source length + b")
+    parser.add_argument("--max-len-b", type=int, default=10)
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
+    translator = load_translator(args, beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
+                                 max_len_b=args.max_len_b)
+    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+    try:
+        for translation in translator.translate_stream(source, batch_size=args.batch_size):
+            sys.stdout.write(translation + "\n")
+            sys.stdout.flush()
+    finally:
+        if source is not sys.stdin:
+            source.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""A fairseq Transformer whose encoder reads the shared context batch format."""
+from typing import Optional
+
+from fairseq.models.transformer import TransformerConfig, TransformerModel
+from torch import Tensor
+
+
+class ContextTransformerModel(TransformerModel):
+    """Transformer with a context-aware encoder (``encoder_class``, built from the whole
+    fairseq namespace) and fairseq's standard decoder (incremental beam search unchanged).
+    The context enters through ``net_input["context_tokens"]`` / ``["context_index"]``."""
+
+    encoder_class = None
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return cls.encoder_class(TransformerConfig.from_namespace(args), args, src_dict, embed_tokens)
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor,
+        prev_output_tokens: Tensor,
+        context_tokens: Optional[Tensor] = None,
+        context_index: Optional[Tensor] = None,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        encoder_out = self.encoder(
+            src_tokens,
+            src_lengths=src_lengths,
+            context_tokens=context_tokens,
+            context_index=context_index,
+            return_all_hiddens=return_all_hiddens,
+        )
+        return self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
