@@ -1,7 +1,6 @@
 """Tools on tiny inputs with hand-checkable answers: contrastive scoring, CXMI, subset BLEU,
 document translation (API and console script), and the generated contrastive set."""
 import pytest
-import torch
 
 from conftest import run_tool
 

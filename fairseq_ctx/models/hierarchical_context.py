@@ -1,14 +1,13 @@
 """Architectures ``hce`` and ``hmce``: Transformer with a hierarchical (memory) context encoder."""
 import logging
-from typing import Optional
 
 import torch
 from fairseq import checkpoint_utils
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
-from fairseq.models.transformer import TransformerConfig, TransformerModel, base_architecture
-from torch import Tensor
+from fairseq.models.transformer import TransformerConfig, base_architecture
 
+from fairseq_ctx.models.context_baselines.base import ContextTransformerModel
 from fairseq_ctx.modules.hierarchical_context_encoder import (
     HierarchicalContextConfig,
     HierarchicalContextEncoder,
@@ -18,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 
 @register_model("hierarchical_context_transformer")
-class HierarchicalContextTransformer(TransformerModel):
+class HierarchicalContextTransformer(ContextTransformerModel):
     """Transformer whose encoder output is fused with HCE/HMCE context (Yun 2022, ch. 3).
 
     The decoder is fairseq's standard Transformer decoder (incremental decoding unchanged);
@@ -44,39 +43,6 @@ class HierarchicalContextTransformer(TransformerModel):
             src_dict,
             embed_tokens,
             memory_attention=args.memory_attention,
-        )
-
-    def forward(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Tensor,
-        prev_output_tokens: Tensor,
-        context_tokens: Optional[Tensor] = None,
-        context_index: Optional[Tensor] = None,
-        context_source_row: Optional[Tensor] = None,
-        document_index: Optional[Tensor] = None,
-        return_all_hiddens: bool = True,
-        features_only: bool = False,
-        alignment_layer: Optional[int] = None,
-        alignment_heads: Optional[int] = None,
-    ):
-        encoder_out = self.encoder(
-            src_tokens,
-            src_lengths=src_lengths,
-            context_tokens=context_tokens,
-            context_index=context_index,
-            context_source_row=context_source_row,
-            document_index=document_index,
-            return_all_hiddens=return_all_hiddens,
-        )
-        return self.decoder(
-            prev_output_tokens,
-            encoder_out=encoder_out,
-            features_only=features_only,
-            alignment_layer=alignment_layer,
-            alignment_heads=alignment_heads,
-            src_lengths=src_lengths,
-            return_all_hiddens=return_all_hiddens,
         )
 
     def load_sentence_checkpoint(self, path: str) -> None:

@@ -37,7 +37,11 @@ class ContextEncoderBase(TransformerEncoderBase):
         context_index: Optional[Tensor] = None,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
+        context_source_row: Optional[Tensor] = None,
+        document_index: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
+        """``context_source_row`` / ``document_index`` are batch entries for HCE/HMCE's context
+        reuse and document vector; these encoders do not use them."""
         context_tokens, context_index = normalize_context(src_tokens, context_tokens, context_index, self.dictionary.eos())
         x, padding, embedding, tokens = self.encode(src_tokens, context_tokens, context_index, token_embeddings)
         if self.layer_norm is not None:

@@ -105,7 +105,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         self.num_context_layers = num_lower
         self.pooling = AttentivePooling(embed_dim, heads, dropout=cfg.attention_dropout)
         if memory_attention:
-            self.upper = TransformerDecoderLayerBase(_memory_layer_config(cfg))
+            self.upper = TransformerDecoderLayerBase(memory_layer_config(cfg))
         else:
             self.upper = TransformerEncoderLayerBase(cfg)
         self.context_attn = MultiheadAttention(
@@ -288,7 +288,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         return out
 
 
-def _memory_layer_config(cfg: TransformerConfig) -> TransformerConfig:
+def memory_layer_config(cfg: TransformerConfig) -> TransformerConfig:
     """A decoder-layer config whose sizes are the encoder's, so that fairseq's
     TransformerDecoderLayerBase serves as HMCE's self-attention + memory-attention + FFN."""
     memory_cfg = copy.deepcopy(cfg)

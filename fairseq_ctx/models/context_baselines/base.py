@@ -21,19 +21,16 @@ class ContextTransformerModel(TransformerModel):
         src_tokens: Tensor,
         src_lengths: Tensor,
         prev_output_tokens: Tensor,
-        context_tokens: Optional[Tensor] = None,
-        context_index: Optional[Tensor] = None,
         return_all_hiddens: bool = True,
         features_only: bool = False,
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
+        **context_inputs: Optional[Tensor],
     ):
+        """``context_inputs``: the context entries of the batch's ``net_input``
+        (``context_tokens``, ``context_index``, and what a given encoder also reads)."""
         encoder_out = self.encoder(
-            src_tokens,
-            src_lengths=src_lengths,
-            context_tokens=context_tokens,
-            context_index=context_index,
-            return_all_hiddens=return_all_hiddens,
+            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **context_inputs
         )
         return self.decoder(
             prev_output_tokens,

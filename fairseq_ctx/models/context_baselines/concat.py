@@ -6,7 +6,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
-from torch import Tensor, nn
+from torch import nn
 
 from fairseq_ctx.models.context_baselines.base import ContextTransformerModel
 from fairseq_ctx.modules.context_encoder_base import ContextEncoderBase

@@ -14,7 +14,7 @@ from fairseq_ctx.models.context_baselines.base import ContextTransformerModel
 from fairseq_ctx.modules.context_attention import ContextAttention
 from fairseq_ctx.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.modules.context_gather import concatenated_context
-from fairseq_ctx.modules.hierarchical_context_encoder import _memory_layer_config
+from fairseq_ctx.modules.hierarchical_context_encoder import memory_layer_config
 
 
 @dataclass
@@ -54,7 +54,7 @@ class DocumentContextEncoder(ContextEncoderBase):
         self.context_layer_norm = LayerNorm(cfg.encoder.embed_dim) if cfg.encoder.normalize_before else None
 
     def build_encoder_layer(self, cfg):
-        return ContextSourceLayer(_memory_layer_config(cfg))
+        return ContextSourceLayer(memory_layer_config(cfg))
 
     def encode(self, src_tokens, context_tokens, context_index, token_embeddings):
         c, context_padding, _ = self.embed(context_tokens)
