@@ -17,7 +17,7 @@ setup(
         "sacrebleu>=2",
         "numpy",
     ],
-    extras_require={"dev": ["pytest>=7", "matplotlib"]},
+    extras_require={"dev": ["pytest>=7", "matplotlib", "scikit-learn"], "plots": ["matplotlib", "scikit-learn"]},
     entry_points={
         "console_scripts": [
             "fairseq-ctx-user-dir=fairseq_ctx.cli.user_dir:main",

@@ -2,37 +2,53 @@
 counts, same batches, one run), and embedding throughput / peak memory of the streaming embedder.
 
 Target (issue 6): the distance constraint costs <= 15% of tmde's training speed (thesis: 35%).
-Usage: python benchmarks/embedding_speed.py [--steps 30] [--lines 100000]
+On a shared machine use ``--clock cpu --threads 1``: process CPU time of one intra-op thread is
+not inflated by other users' load, so the ratios stay meaningful.
+Usage: python benchmarks/embedding_speed.py [--steps 30] [--lines 100000] [--clock cpu] [--threads 1]
 """
 import argparse
 import os
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, List, Sequence
 
 import torch
+from fairseq import options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from conftest import EMBEDDING_PAIRS, binarize_multilingual  # noqa: E402
-from embedding_helpers import build_embedding_model  # noqa: E402
+import fairseq_ctx
+from fairseq_ctx.cli.embed import Embedder, embed_file
+from fairseq_ctx.data.multilingual_binarize import binarize_multilingual
+from fairseq_ctx.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 
-from fairseq_ctx.cli.embed import Embedder, embed_file  # noqa: E402
-from fairseq_ctx.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
-
+PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
 TRANSFORMER = ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-ffn-embed-dim", "256",
                "--decoder-ffn-embed-dim", "256", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
                "--encoder-layers", "3", "--dropout", "0.1"]
 LASER = ["--encoder-embed-dim", "128", "--encoder-hidden-size", "128", "--decoder-embed-dim", "128",
          "--decoder-hidden-size", "192", "--decoder-lang-embed-dim", "16", "--dropout", "0.1"]
-
 PLAIN = ["--criterion", "label_smoothed_cross_entropy"]
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def train_wps(data: Path, arch: str, criterion_args, steps: int) -> tuple:
-    size = LASER if arch == "laser_bilstm" else TRANSFORMER
-    task, model, criterion = build_embedding_model(data, arch, criterion_args, size=size)
+def build(data: Path, arch: str, extra: Sequence[str]):
+    """Task, model and criterion exactly as fairseq-train would build them from these flags."""
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, input_args=[
+        str(data), "--user-dir", os.path.dirname(fairseq_ctx.__file__), "--task", "multilingual_embedding",
+        "--lang-pairs", PAIRS, "--arch", arch, "--criterion", "distance_constraint", "--label-smoothing", "0.1",
+        "--cpu", "--seed", "1", *(LASER if arch == "laser_bilstm" else TRANSFORMER), *extra,
+    ])
+    cfg = convert_namespace_to_omegaconf(args)
+    torch.manual_seed(1)
+    task = tasks.setup_task(cfg.task)
+    return task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+
+
+def train_wps(data: Path, arch: str, extra: Sequence[str], steps: int, clock: Callable[[], float]) -> tuple:
+    task, model, criterion = build(data, arch, extra)
     task.load_dataset("train")
     dataset = task.datasets["train"]
     batches = [dataset.collater([dataset[i] for i in b])
@@ -42,51 +58,61 @@ def train_wps(data: Path, arch: str, criterion_args, steps: int) -> tuple:
     words, start = 0, None
     for step, sample in enumerate(batches):
         if step == 3:
-            start, words = time.perf_counter(), 0
+            start, words = clock(), 0
         optimizer.zero_grad()
         criterion(model, sample)[0].backward()
         optimizer.step()
         words += sample["ntokens"]
-    return words / (time.perf_counter() - start), sum(p.numel() for p in model.parameters()), task, model
+    return words / (clock() - start), sum(p.numel() for p in model.parameters())
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def embedding_throughput(data: Path, raw: Path, work: Path, counts: List[int], clock: Callable[[], float]) -> None:
+    """Runs before any training so the process peak RSS reflects the embedder, not the trainers."""
+    task, model, _ = build(data, "tmde", PLAIN)
+    embedder = Embedder.from_model(model, task)
+    sentences = (raw / "test.xa").read_text().splitlines()
+    lines_path = work / "lines.txt"
+    print(f"peak RSS before embedding: {peak_rss_mb():.0f} MB")
+    for count in counts:
+        with open(lines_path, "w") as handle:
+            for i in range(count):
+                handle.write(sentences[i % len(sentences)] + "\n")
+        start = clock()
+        embed_file(embedder, str(lines_path), str(work / "out.npy"), max_tokens=12000, chunk_lines=20000)
+        seconds = clock() - start
+        print(f"embed {count} lines: {count / seconds:.0f} sentences/s, process peak RSS so far {peak_rss_mb():.0f} MB")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--lines", type=int, default=100000)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall: time.perf_counter; cpu: time.process_time (robust on a shared machine)")
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: min(2, cores))")
     args = parser.parse_args()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(args.threads or max(1, min(2, os.cpu_count() or 1)))
+    clock = CLOCKS[args.clock]
+    print(f"clock {args.clock}, {torch.get_num_threads()} thread(s)")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_multilingual_corpus(str(root / "raw"), MultilingualSizes(200, 10, 60), seed=3)
-        data = binarize_multilingual(root / "raw", root / "data-bin", EMBEDDING_PAIRS.split(","), ["pa", "pb", "xa"])
-        results = {}
-        for name, arch, extra in [("tmde", "tmde", PLAIN),
-                                  ("tmde + distance_constraint", "tmde", []),
-                                  ("laser_bilstm", "laser_bilstm", PLAIN)]:
-            results[name] = train_wps(data, arch, extra, args.steps)
+        data = binarize_multilingual(root / "raw", root / "data-bin", PAIRS.split(","), ["pa", "pb", "xa"])
+        embedding_throughput(data, root / "raw", root, [args.lines // 10, args.lines], clock)
+        results = {name: train_wps(data, arch, extra, args.steps, clock)
+                   for name, arch, extra in [("tmde", "tmde", PLAIN),
+                                             ("tmde + distance_constraint", "tmde", []),
+                                             ("laser_bilstm", "laser_bilstm", PLAIN)]}
         print("| model | params | train words/s | relative to tmde |\n|---|---|---|---|")
         base = results["tmde"][0]
-        for name, (wps, params, _, _) in results.items():
+        for name, (wps, params) in results.items():
             print(f"| {name} | {params / 1e6:.2f}M | {wps:.0f} | {wps / base:.2f} |")
         cost = 1 - results["tmde + distance_constraint"][0] / base
         print(f"distance-constraint cost: {100 * cost:.1f}% of tmde's speed (target <= 15%, thesis 35%)")
-
-        _, _, task, model = results["tmde"]
-        embedder = Embedder.from_model(model, task)
-        sentences = (root / "raw" / "test.xa").read_text().splitlines()
-        lines_path = root / "lines.txt"
-        for count in (args.lines // 10, args.lines):
-            with open(lines_path, "w") as handle:
-                for i in range(count):
-                    handle.write(sentences[i % len(sentences)] + "\n")
-            rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            start = time.perf_counter()
-            embed_file(embedder, str(lines_path), str(root / "out.npy"), max_tokens=12000, chunk_lines=20000)
-            seconds = time.perf_counter() - start
-            rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(f"embed {count} lines: {count / seconds:.0f} sentences/s, peak RSS {rss_after:.0f} MB "
-                  f"(+{rss_after - rss_before:.0f} MB during this run)")
 
 
 if __name__ == "__main__":

@@ -83,29 +83,10 @@ def batch_of(task, split: str, indices: List[int]):
     return dataset.collater([dataset[i] for i in indices])
 
 
-def binarize_multilingual(raw: Path, data_bin: Path, pairs: Sequence[str], langs: Sequence[str]) -> Path:
-    """The documented preprocessing, run in-process: one joint dictionary from the training text
-    of all languages, then fairseq-preprocess per pair with --srcdict/--tgtdict that dictionary."""
-    from fairseq_cli import preprocess
-
-    def run(args: List[str]) -> None:
-        preprocess.main(options.get_preprocessing_parser().parse_args(args))
-
-    (raw / "train.all").write_text("".join((raw / f"train.{lang}").read_text() for lang in langs))
-    run(["--only-source", "--trainpref", str(raw / "train.all"), "--destdir", str(data_bin / "dict"),
-         "--dict-only", "--workers", "1"])
-    shared = str(data_bin / "dict" / "dict.txt")
-    for pair in pairs:
-        src, tgt = pair.split("-")
-        run(["--source-lang", src, "--target-lang", tgt, "--trainpref", str(raw / "train"),
-             "--validpref", str(raw / "valid"), "--testpref", str(raw / "test"), "--srcdict", shared,
-             "--tgtdict", shared, "--destdir", str(data_bin), "--workers", "1"])
-    return data_bin
-
-
 @pytest.fixture(scope="session")
 def multilingual_data(tmp_path_factory) -> Path:
     """Three generated languages (xa → pivots pa, pb; pa ↔ pb), about 400 training sentences."""
+    from fairseq_ctx.data.multilingual_binarize import binarize_multilingual
     from fairseq_ctx.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 
     root = tmp_path_factory.mktemp("multilingual")

@@ -1,7 +1,9 @@
 """Builders shared by the multilingual-embedding tests (tiny models on the generated corpus)."""
+import os
 from pathlib import Path
 from typing import Optional, Sequence
 
+import pytest
 import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -21,6 +23,22 @@ ARCHS = {
     "tmde_p": TINY_TRANSFORMER + ["--pyramid-queries", "8,4,2"],
     "laser_bilstm": TINY_LASER,
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """These models are tiny: one intra-op thread is faster, and on a shared machine a thread
+    pool spinning against other processes made single updates take seconds. Applies to the
+    tools run in subprocesses too (OMP_NUM_THREADS); both are restored afterwards."""
+    threads, env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    yield
+    torch.set_num_threads(threads)
+    if env is None:
+        del os.environ["OMP_NUM_THREADS"]
+    else:
+        os.environ["OMP_NUM_THREADS"] = env
 
 
 def build_embedding_model(data: Path, arch: str, extra: Sequence[str] = (), size: Optional[Sequence[str]] = None):

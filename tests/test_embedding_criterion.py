@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from embedding_helpers import build_embedding_model
+from embedding_helpers import build_embedding_model, one_torch_thread  # noqa: F401
 from fairseq_ctx.criterions.distance_constraint import (
     DistanceConstraintCriterion,
     cnv_distance_terms,

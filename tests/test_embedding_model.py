@@ -3,7 +3,7 @@ import pytest
 import torch
 from fairseq.data import data_utils
 
-from embedding_helpers import ARCHS, build_embedding_model, valid_batch
+from embedding_helpers import ARCHS, build_embedding_model, one_torch_thread, valid_batch  # noqa: F401
 
 
 def _embed_one_by_one(model, tokens):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import EMBEDDING_PAIRS, USER_DIR, run_tool
-from embedding_helpers import TINY_TRANSFORMER, build_embedding_model
+from embedding_helpers import TINY_TRANSFORMER, build_embedding_model, one_torch_thread  # noqa: F401
 from fairseq_ctx.cli.doc_classify import accuracy_matrix
 from fairseq_ctx.cli.embed import Embedder, embed_file
 from fairseq_ctx.cli.xsim import retrieval_error

@@ -3,11 +3,15 @@
 # -> fairseq-preprocess per pair -> tmde / tmde + distance_constraint / tmde_f / laser_bilstm with the
 # same update budget, plus a bilingual pa<->pb run with and without the constraint
 # -> retrieval error xa<->xb, X-Y document classification, t-SNE picture.
-# About 10-15 minutes on 2 idle CPU cores. Usage: bash examples/embedding/demo.sh [WORK_DIR] (default work/embedding)
+# About 17 minutes on 2 CPU cores, one training at a time. Usage: bash examples/embedding/demo.sh [WORK_DIR]
+# (default work/embedding). t-SNE needs scikit-learn (pip install -e '.[plots]'); without it the pictures are PCA.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${1:-work/embedding}
-UPDATES=${UPDATES:-300}
+UPDATES=${UPDATES:-1200}
+# One intra-op thread: these models are tiny, and on a shared machine torch's thread pool spins
+# against other processes (measured 0.2 vs 6 updates/s for the same run under load).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 USER_DIR=$(fairseq-ctx-user-dir)
 LANGS="pa pb xa xb xc"
 PAIRS=xa-pa,xa-pb,xb-pa,xb-pb,xc-pa,xc-pb,pa-pb,pb-pa
@@ -18,11 +22,11 @@ fairseq-ctx-make-multilingual-corpus raw --train-docs 600 --valid-docs 40 --test
 
 echo "== 2/5 one shared dictionary, then fairseq-preprocess per pair"
 for lang in $LANGS; do cat raw/train.$lang; done > raw/train.all
-fairseq-preprocess --only-source --trainpref raw/train.all --destdir data-bin/dict --dict-only --workers 2 > preprocess.log 2>&1
+fairseq-preprocess --only-source --trainpref raw/train.all --destdir data-bin/dict --dict-only --workers 1 > preprocess.log 2>&1
 for pair in ${PAIRS//,/ }; do
   fairseq-preprocess --source-lang ${pair%-*} --target-lang ${pair#*-} \
     --trainpref raw/train --validpref raw/valid --testpref raw/test \
-    --srcdict data-bin/dict/dict.txt --tgtdict data-bin/dict/dict.txt --destdir data-bin --workers 2 >> preprocess.log 2>&1
+    --srcdict data-bin/dict/dict.txt --tgtdict data-bin/dict/dict.txt --destdir data-bin --workers 1 >> preprocess.log 2>&1
 done
 
 TRANSFORMER="--encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 128 --decoder-ffn-embed-dim 128

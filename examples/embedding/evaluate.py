@@ -2,6 +2,7 @@
 classification, and t-SNE pictures. Writes results.md, results.json and tsne_*.png."""
 import argparse
 import json
+import logging
 import os
 
 import numpy as np
@@ -52,6 +53,7 @@ def row(label: str, result: dict, pair) -> str:
 
 
 def main() -> None:
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--work", required=True)
     parser.add_argument("--out-dir", required=True)
@@ -79,7 +81,7 @@ def main() -> None:
     for name in ("ct_mde_small", "tmde"):
         arrays = [np.load(os.path.join(results[name]["dir"], f"test.{l}.npy"))[:80] for l in ("xa", "xb", "xc")]
         plot(["xa", "xb", "xc"], arrays, os.path.join(args.out_dir, f"tsne_{name}.png"), labels[:80], "tsne", 1,
-             f"t-SNE of test documents, {MULTILINGUAL[name]} (colour = topic, marker = language)")
+             f"t-SNE of test documents, {MULTILINGUAL[name]}\n(colour = topic, marker = language)")
     print("\n".join(lines))
 
 

@@ -5,20 +5,24 @@ group, or by the labels of ``--labels`` (one per row, shared by all groups) with
 per group.
 """
 import argparse
+import logging
 from typing import List, Optional
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 MARKERS = "os^vD<>P*X"
 
 
 def project(points: np.ndarray, method: str, seed: int) -> np.ndarray:
-    """(n, d) → (n, 2) by t-SNE (scikit-learn) or PCA (numpy SVD); t-SNE falls back to PCA
-    when scikit-learn is missing."""
+    """(n, d) → (n, 2) by t-SNE (scikit-learn, the ``plots`` extra) or PCA (numpy SVD); t-SNE
+    falls back to PCA, with a warning, when scikit-learn is missing."""
     if method == "tsne":
         try:
             from sklearn.manifold import TSNE
         except ImportError:
+            logger.warning("t-SNE needs scikit-learn (pip install -e '.[plots]'); drawing PCA instead")
             method = "pca"
         else:
             perplexity = float(min(30, max(2, (len(points) - 1) // 3)))
