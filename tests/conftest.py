@@ -17,6 +17,13 @@ from fairseq_ctx.cli.prepare_docs import prepare
 from fairseq_ctx.data.synthetic_corpus import CorpusSizes, write_corpus
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
+
+# The models under test are tiny: a second intra-op thread buys little, and on a shared or
+# busy machine two spinning OpenMP threads per process slow everything down many times over.
+# One thread here and in every tool the tests start (they inherit the environment).
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["MKL_NUM_THREADS"] = "1"
+torch.set_num_threads(1)
 BIN_DIR = Path(sys.executable).parent
 TINY_MODEL = [
     "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
