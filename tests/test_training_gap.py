@@ -49,7 +49,7 @@ def hypotheses(generate_output: str) -> list:
 def test_generation_with_and_without_the_context_cache_is_identical(trained):
     cached = trained["hmce"]["output"].read_text()
     uncached = generate(trained["data"], trained["hmce"]["checkpoint"], 2, ["--no-context-cache"])
-    assert len(hypotheses(cached)) == 50
+    assert len(hypotheses(cached)) == sum(line.startswith("S-") for line in cached.splitlines()) > 50
     assert hypotheses(uncached) == hypotheses(cached)
     length_sorted = generate(trained["data"], trained["hmce"]["checkpoint"], 2, ["--document-window", "0"])
     assert hypotheses(length_sorted) == hypotheses(cached)

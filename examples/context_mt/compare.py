@@ -12,6 +12,7 @@ Parameters, training words/s (median of fairseq's per-epoch ``wps``) and generat
 """
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -26,8 +27,13 @@ MODEL = ["--share-all-embeddings", "--encoder-embed-dim", "128", "--decoder-embe
 HERE = Path(__file__).resolve().parent
 
 
+# One intra-op thread per tool unless the caller says otherwise: these models are small, and
+# two spinning OpenMP threads per process slow a shared machine down many times over.
+TOOL_ENV = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+
+
 def run(args: List[str], log: Path = None) -> str:
-    result = subprocess.run(args, capture_output=True, text=True)
+    result = subprocess.run(args, capture_output=True, text=True, env=TOOL_ENV)
     if log is not None:
         log.write_text(result.stdout + result.stderr)
     if result.returncode != 0:
