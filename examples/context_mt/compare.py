@@ -120,7 +120,7 @@ def write_results(rows: List[Dict], args: argparse.Namespace, destination: Path)
         " (numbers below are its output). Same data, model size (128 dims, 2+2 layers, 4 heads, shared",
         f"embeddings), optimizer, {args.batch_size} sentences per batch, {args.updates} updates and seed for every model; CPU,",
         "2 shared cores. The two speed columns are wall-clock rates of single runs on a machine other jobs shared,",
-        "so they are only indicative; `benchmarks/context_speed.py` compares speed on identical batches.",
+        "so they are only indicative; `benchmarks/context_speed.py` measures speed on fixed batches (CPU-time clock available).",
         "",
         "| model | N | BLEU | context acc. | BLEU pronoun / other (gap) | CXMI (nats/sent.) | contrastive acc. "
         "| params | train words/s | generate tokens/s |",
