@@ -24,6 +24,9 @@ setup(
             "fairseq-ctx-prepare-docs=fairseq_ctx.cli.prepare_docs:main",
             "fairseq-ctx-make-corpus=fairseq_ctx.cli.make_corpus:main",
             "fairseq-ctx-score=fairseq_ctx.cli.score:main",
+            "fairseq-ctx-make-multimodal-corpus=fairseq_ctx.cli.make_multimodal_corpus:main",
+            "fairseq-ctx-adversarial=fairseq_ctx.cli.adversarial:main",
+            "fairseq-ctx-attention-plot=fairseq_ctx.cli.attention_plot:main",
         ]
     },
 )

@@ -1,2 +1,3 @@
 """Architectures registered with fairseq."""
 from fairseq_ctx.models import hierarchical_context  # noqa: F401
+from fairseq_ctx.models import hierarchical_attention_decoder  # noqa: F401
