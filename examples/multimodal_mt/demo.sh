@@ -4,16 +4,16 @@
 # Trains a text-only Transformer, the four hierarchical_attention_decoder strategies,
 # decodes with beam 5, scores the ambiguous words, shuffles the images (fairseq-ctx-adversarial)
 # and plots the hierarchical model's attention over inputs. Writes results.md, attention.png.
-# Usage: bash examples/multimodal_mt/demo.sh [WORK_DIR] [MAX_UPDATE]   (default work/multimodal_demo, 600)
+# Usage: bash examples/multimodal_mt/demo.sh [WORK_DIR] [MAX_UPDATE]   (default work/multimodal_demo, 150)
 set -euo pipefail
 WORK=${1:-work/multimodal_demo}
-MAX_UPDATE=${2:-600}
+MAX_UPDATE=${2:-150}
 HERE=$(cd "$(dirname "$0")" && pwd)
 USER_DIR=$(fairseq-ctx-user-dir)
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
 
 echo "== generate corpus and fairseq-preprocess"
-fairseq-ctx-make-multimodal-corpus raw
+fairseq-ctx-make-multimodal-corpus raw --test 200
 fairseq-preprocess --source-lang en --target-lang de --trainpref raw/train --validpref raw/valid \
   --testpref raw/test --destdir data-bin --joined-dictionary --workers 2 > preprocess.log 2>&1
 cp raw/*.img.npy data-bin/
