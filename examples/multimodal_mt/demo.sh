@@ -22,7 +22,7 @@ MODEL="--share-all-embeddings --encoder-embed-dim 64 --decoder-embed-dim 64 --en
   --decoder-ffn-embed-dim 128 --encoder-layers 2 --decoder-layers 2 --encoder-attention-heads 4 --decoder-attention-heads 4"
 TRAIN="--optimizer adam --adam-betas (0.9,0.98) --lr 3e-3 --lr-scheduler inverse_sqrt --warmup-updates 100
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 --max-tokens 2000
-  --max-update $MAX_UPDATE --seed 1 --cpu --no-epoch-checkpoints --no-last-checkpoints --log-format simple --log-interval 100"
+  --max-update $MAX_UPDATE --seed 1 --cpu --no-epoch-checkpoints --disable-validation --log-format simple --log-interval 50"
 
 echo "| model | BLEU | ambiguous-word accuracy | accuracy, images shuffled |" > results.md
 echo "|---|---|---|---|" >> results.md
@@ -31,7 +31,7 @@ for name in text-only serial parallel flat hierarchical; do
   echo "== $name: fairseq-train"
   fairseq-train data-bin --user-dir "$USER_DIR" --task multimodal_translation --feature-inputs "$INPUTS" \
     --arch hierarchical_attention_decoder $COMB $MODEL $TRAIN --save-dir ckpt-$name > train-$name.log 2>&1
-  fairseq-ctx-adversarial data-bin --path ckpt-$name/checkpoint_best.pt --feature-inputs "$INPUTS" \
+  fairseq-ctx-adversarial data-bin --path ckpt-$name/checkpoint_last.pt --feature-inputs "$INPUTS" \
     --key raw/test.key --beam 5 --cpu --json adv-$name.json | tee adv-$name.txt
   python - "$name" adv-$name.json >> results.md <<'PY'
 import json, sys
@@ -44,7 +44,7 @@ done
 cat results.md
 
 echo "== attention over inputs (hierarchical β) for three test sentences"
-fairseq-ctx-attention-plot data-bin --path ckpt-hierarchical/checkpoint_best.pt --feature-inputs img \
+fairseq-ctx-attention-plot data-bin --path ckpt-hierarchical/checkpoint_last.pt --feature-inputs img \
   --sentences 0,1,2 --out attention
 cp results.md "$HERE/results.md"
 cp attention.png "$HERE/attention.png"

@@ -1,2 +1,3 @@
 """Criterions registered with fairseq (the context models train with fairseq's own
 ``label_smoothed_cross_entropy``)."""
+from fairseq_ctx.criterions import imagination  # noqa: F401

@@ -26,6 +26,11 @@ class MultimodalTranslationConfig(TranslationConfig):
                   "{split}.{name}.npy (n,d) or (n,R,d) float16/32 in the data dir, optional "
                   "{split}.{name}.ids mapping sentences to rows"},
     )
+    auxiliary_loss_inputs: str = field(
+        default="",
+        metadata={"help": "comma-separated dense inputs loaded for a training loss only (e.g. the "
+                  "imagination criterion's image features); the model does not read them"},
+    )
     extra_source_langs: str = field(
         default="",
         metadata={"help": "comma-separated extra source languages, binarized as "
@@ -80,7 +85,8 @@ class MultimodalTranslationTask(TranslationTask):
     def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
         super().load_dataset(split, epoch=epoch, combine=False, **kwargs)
         pair = self.datasets[split]
-        features = {name: FeatureFile(self.data_dir, split, name, len(pair)) for name in _names(self.cfg.feature_inputs)}
+        names = _names(self.cfg.feature_inputs) + _names(self.cfg.auxiliary_loss_inputs)
+        features = {name: FeatureFile(self.data_dir, split, name, len(pair)) for name in names}
         extra = {lang: self._load_extra_source(split, lang, len(pair)) for lang in _names(self.cfg.extra_source_langs)}
         self.loaded_inputs[split] = {name: (f.dim, f.regions) for name, f in features.items()}
         if self.model_inputs:
@@ -136,4 +142,9 @@ class MultimodalTranslationTask(TranslationTask):
             cfg.aux_input_spec = format_spec(self.model_inputs)
         for split in self.loaded_inputs:
             self._check_split_against_model(split)
+        self.encoder_embed_dim = cfg.encoder_embed_dim
         return super().build_model(cfg, from_checkpoint)
+
+    def feature_dim(self, name: str) -> int:
+        """Dimension of a dense input, from the training split's file header."""
+        return int(open_features(feature_path(self.data_dir, self.cfg.train_subset, name)).shape[-1])
