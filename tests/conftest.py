@@ -111,12 +111,12 @@ def multimodal_data(tmp_path_factory) -> Path:
 
 
 def build_multimodal(data_dir: Path, arch: str = "hierarchical_attention_decoder", extra: Sequence[str] = (),
-                     task_args: Sequence[str] = ("--feature-inputs", "img")):
+                     task_args: Sequence[str] = ("--feature-inputs", "img"), model_args: Sequence[str] = TINY_MODEL):
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(
         parser,
         input_args=[str(data_dir), "--user-dir", USER_DIR, "--task", "multimodal_translation", "--arch", arch,
-                    "--source-lang", "en", "--target-lang", "de", "--cpu", "--seed", "1", *TINY_MODEL, *task_args, *extra],
+                    "--source-lang", "en", "--target-lang", "de", "--cpu", "--seed", "1", *model_args, *task_args, *extra],
     )
     cfg = convert_namespace_to_omegaconf(args)
     torch.manual_seed(1)
