@@ -1,7 +1,6 @@
 """Imagination criterion (eq. 5.17–5.18): text-only model, image features at training time only."""
 import torch
 import torch.nn.functional as F
-from fairseq import tasks
 
 from conftest import build_multimodal
 

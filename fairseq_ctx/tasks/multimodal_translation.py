@@ -5,7 +5,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-import numpy as np
 from fairseq import utils
 from fairseq.data import Dictionary, data_utils
 from fairseq.tasks import register_task
