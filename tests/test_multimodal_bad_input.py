@@ -1,4 +1,5 @@
 """Must-show 3 of issue 4: bad auxiliary inputs fail before training / decoding, naming the file."""
+import json
 import os
 from pathlib import Path
 
@@ -80,3 +81,37 @@ def test_generate_fails_early_on_missing_or_mismatched_features(multimodal_data,
     assert "test.img.npy has dimension 7 but the model/checkpoint was trained with 'img' of dimension 8" in result.stderr
     result = run_tool([generate[0], str(multimodal_data), *generate[1:]])
     assert result.stdout.count("\nH-") + result.stdout.startswith("H-") == 16
+
+    # the tools on the same checkpoint: attention over inputs, and the adversarial re-decoding
+    out = tmp_path / "plot" / "attention"
+    run_tool(["fairseq-ctx-attention-plot", str(multimodal_data), "--path", str(checkpoint_dir / "checkpoint_last.pt"),
+              "--feature-inputs", "img", "--sentences", "0,3", "--out", str(out)])
+    plotted = json.loads(out.with_suffix(".json").read_text())
+    assert plotted["inputs"] == ["source", "img"] and out.with_suffix(".png").stat().st_size > 1000
+    for sentence in plotted["sentences"]:
+        assert len(sentence["weights"]) == len(sentence["target"])
+        np.testing.assert_allclose([sum(w) for w in sentence["weights"]], 1.0, rtol=1e-5)
+    run_tool(["fairseq-ctx-adversarial", str(multimodal_data), "--path", str(checkpoint_dir / "checkpoint_last.pt"),
+              "-s", "en", "-t", "de", "--feature-inputs", "img", "--key", str(multimodal_data / "test.key"), "--beam", "1",
+              "--json", str(tmp_path / "adv.json"), "--cpu", "--max-len-b", "3"])
+    adversarial = json.loads((tmp_path / "adv.json").read_text())
+    assert set(adversarial) == {"original", "shuffled img"}
+    assert all(set(r) == {"bleu", "accuracy"} for r in adversarial.values())
+
+
+def test_adversarial_shuffle_permutes_feature_rows_through_the_ids_file(multimodal_data, tmp_path):
+    from fairseq_ctx.cli.adversarial import _shuffle_feature
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _shuffle_feature(str(multimodal_data), str(data), "train", "img", np.random.default_rng(0))
+    for entry in multimodal_data.iterdir():
+        if entry.is_file():
+            os.symlink(entry, data / entry.name)
+    permutation = np.loadtxt(data / "train.img.ids", dtype=np.int64)
+    assert sorted(permutation) == list(range(240)) and (permutation != np.arange(240)).mean() > 0.9
+    task, _, _ = build_multimodal(data)
+    original = np.load(multimodal_data / "train.img.npy")
+    for index in (0, 17, 239):
+        np.testing.assert_array_equal(task.datasets["train"][index]["aux"]["img"].numpy(),
+                                      original[permutation[index]].astype(np.float32))

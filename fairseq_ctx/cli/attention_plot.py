@@ -1,10 +1,13 @@
 """``fairseq-ctx-attention-plot``: per target token, how much attention goes to each input
-(like Libovický 2019, Fig. 5.2/5.3/5.6), as a PNG heatmap and a JSON dump.
+(like Libovický 2019, Fig. 5.2/5.3/5.6), as a PNG heatmap and a JSON dump, for
+``hierarchical_attention_decoder`` and ``multisource_rnn`` checkpoints.
 
 The model is run with teacher forcing on the reference translation of each chosen sentence.
 Quantity per (target token, input), read from one decoder layer (default: the last):
 hierarchical: the second-level weights β (head average); flat: attention mass on each input's
-states (head average); serial/parallel: each input's share of the context-vector norms.
+states (head average); serial/parallel: each input's share of the context-vector norms. multisource_rnn: β
+(hierarchical) or the attention mass per input (flat), with the sentinel's share as an
+extra column when trained with --sentinel.
 """
 import argparse
 import json
@@ -15,12 +18,22 @@ import torch
 from fairseq import checkpoint_utils
 
 QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
-            "serial": "context-vector norm share", "parallel": "context-vector norm share"}
+            "serial": "context-vector norm share", "parallel": "context-vector norm share",
+            "concat": "uniform (context vectors concatenated)"}
+
+
+def recorder(model, layer: int):
+    """The module that records input weights: a Transformer layer's cross-attention or the RNN decoder."""
+    if hasattr(model.decoder, "layers") and hasattr(model.decoder.layers[0], "cross_attention"):
+        return model.decoder.layers[layer].cross_attention
+    if hasattr(model.decoder, "record_input_weights"):
+        return model.decoder
+    raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
 
 
 def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
     """(B, T, n) input weights of decoder layer ``layer`` under teacher forcing."""
-    attention = model.decoder.layers[layer].cross_attention
+    attention = recorder(model, layer)
     attention.record_input_weights = True
     try:
         with torch.no_grad():
@@ -66,15 +79,16 @@ def main(argv=None) -> None:
                  "extra_source_dict": args.extra_source_dict}
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
     model = models[0].eval()
-    if not hasattr(model.decoder.layers[0], "cross_attention"):
-        raise SystemExit(f"fairseq-ctx-attention-plot: {args.path} is not a hierarchical_attention_decoder model")
     task.load_dataset(args.gen_subset)
     dataset = task.datasets[args.gen_subset]
     ids = [int(i) for i in args.sentences.split(",")]
     sample = dataset.collater([dataset[i] for i in ids])
     weights = input_attention(model, sample, args.layer)
+    rnn_attention = getattr(model.decoder, "attention", None)
+    combination = rnn_attention.combination if rnn_attention is not None else recorder(model, 0).combination
     inputs = ["source"] + [spec.name for spec in model.encoder.aux_inputs]
-    combination = model.decoder.layers[0].cross_attention.combination
+    if rnn_attention is not None and rnn_attention.sentinel:
+        inputs.append("sentinel")
     records = []
     for row, sentence_id in enumerate(sample["id"].tolist()):
         target = sample["target"][row]
@@ -87,7 +101,7 @@ def main(argv=None) -> None:
             "weights": weights[row, :length].tolist(),
         })
     records.sort(key=lambda r: r["id"])
-    title = f"{combination}: {QUANTITY[combination]}, decoder layer {args.layer}"
+    title = f"{combination}: {QUANTITY[combination]}" + ("" if rnn_attention is not None else f", decoder layer {args.layer}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     plot(records, inputs, title, args.out + ".png")
     with open(args.out + ".json", "w", encoding="utf-8") as handle:
