@@ -115,3 +115,12 @@ def test_adversarial_shuffle_permutes_feature_rows_through_the_ids_file(multimod
     for index in (0, 17, 239):
         np.testing.assert_array_equal(task.datasets["train"][index]["aux"]["img"].numpy(),
                                       original[permutation[index]].astype(np.float32))
+
+
+def test_stock_transformer_is_refused_with_features_and_accepts_text_only_batches(multimodal_data):
+    with pytest.raises(FeatureInputError, match="--arch transformer reads no auxiliary inputs"):
+        build_multimodal(multimodal_data, arch="transformer")
+    task, model, _ = build_multimodal(multimodal_data, arch="transformer", task_args=())
+    dataset = task.datasets["train"]
+    logits = model(**dataset.collater([dataset[i] for i in range(3)])["net_input"])[0]
+    assert logits.shape[0] == 3

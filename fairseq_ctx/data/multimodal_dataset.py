@@ -9,7 +9,8 @@ from fairseq_ctx.data.feature_file import FeatureFile
 
 
 class MultimodalTranslationDataset(FairseqDataset):
-    """Wraps a :class:`LanguagePairDataset`; ``net_input["aux_inputs"]`` maps each auxiliary
+    """Wraps a :class:`LanguagePairDataset`; ``net_input["aux_inputs"]`` (absent when there are
+    none, so stock text-only models accept the batches) maps each auxiliary
     input name to a batch tensor in the order of the batch's ``id``:
 
     - dense features: float (B, R, d),
@@ -44,7 +45,8 @@ class MultimodalTranslationDataset(FairseqDataset):
                 [a[lang] for a in ordered], self.pair.src_dict.pad(), self.pair.src_dict.eos(),
                 left_pad=self.pair.left_pad_source,
             )
-        batch["net_input"]["aux_inputs"] = aux_inputs
+        if aux_inputs:
+            batch["net_input"]["aux_inputs"] = aux_inputs
         return batch
 
     def num_tokens(self, index: int) -> int:

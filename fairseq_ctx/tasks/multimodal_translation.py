@@ -127,8 +127,8 @@ class MultimodalTranslationTask(TranslationTask):
                 )
 
     def build_model(self, cfg, from_checkpoint: bool = False):
-        if getattr(cfg, "aux_input_spec", None):
-            self.model_inputs = parse_spec(cfg.aux_input_spec)
+        if from_checkpoint or getattr(cfg, "aux_input_spec", None):
+            self.model_inputs = parse_spec(getattr(cfg, "aux_input_spec", "") or "")
             expected = sorted(s.name for s in self.model_inputs)
             given = sorted(_names(self.cfg.feature_inputs) + _names(self.cfg.extra_source_langs))
             if expected != given:
@@ -138,7 +138,13 @@ class MultimodalTranslationTask(TranslationTask):
                 )
         else:
             self.model_inputs = self.aux_inputs_from_data()
-            cfg.aux_input_spec = format_spec(self.model_inputs)
+            if self.model_inputs and not hasattr(cfg, "aux_input_spec"):
+                raise FeatureInputError(
+                    f"--arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} reads no auxiliary inputs; use "
+                    f"hierarchical_attention_decoder or multisource_rnn with --feature-inputs / --extra-source-langs"
+                )
+            if hasattr(cfg, "aux_input_spec"):
+                cfg.aux_input_spec = format_spec(self.model_inputs)
         for split in self.loaded_inputs:
             self._check_split_against_model(split)
         self.encoder_embed_dim = cfg.encoder_embed_dim
