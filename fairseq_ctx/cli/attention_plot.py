@@ -49,7 +49,10 @@ def plot(records: List[Dict], inputs: List[str], title: str, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(records), figsize=(2.2 + 1.2 * len(inputs) * len(records), 0.35 * max(len(r["target"]) for r in records) + 2), squeeze=False)
+    label_width = 0.09 * max(len(token) for r in records for token in r["target"])
+    height = 0.35 * max(len(r["target"]) for r in records) + 2
+    fig, axes = plt.subplots(1, len(records), figsize=(len(records) * (0.7 * len(inputs) + label_width + 0.6) + 1, height),
+                             squeeze=False, gridspec_kw={"wspace": label_width + 0.4})
     for ax, record in zip(axes[0], records):
         image = ax.imshow(record["weights"], vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_xticks(range(len(inputs)), inputs, rotation=45)
