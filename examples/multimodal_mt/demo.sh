@@ -2,7 +2,7 @@
 # Multimodal demo: generated corpus where the translation of an ambiguous source word
 # (bank → ufer|bank, bat, glasses, letter) is decided only by the "image" features.
 # Trains a text-only Transformer, the four hierarchical_attention_decoder strategies, the
-# multisource_rnn with hierarchical attention (twice the updates),
+# multisource_rnn with hierarchical attention,
 # decodes with beam 5, scores the ambiguous words, shuffles the images (fairseq-ctx-adversarial)
 # and plots the hierarchical model's attention over inputs. Writes results.md, attention.png.
 # Usage: bash examples/multimodal_mt/demo.sh [WORK_DIR] [MAX_UPDATE]   (default work/multimodal_demo, 150)
@@ -25,8 +25,6 @@ TRAIN="--optimizer adam --adam-betas (0.9,0.98) --lr 3e-3 --lr-scheduler inverse
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 --max-tokens 2000
   --max-update $MAX_UPDATE --seed 1 --cpu --no-epoch-checkpoints --disable-validation --log-format simple --log-interval 50"
 
-echo "| model | BLEU | ambiguous-word accuracy | accuracy, images shuffled |" > results.md
-echo "|---|---|---|---|" >> results.md
 for name in text-only serial parallel flat hierarchical; do
   if [ $name = text-only ]; then INPUTS=""; COMB=""; else INPUTS="img"; COMB="--combination $name"; fi
   echo "== $name: fairseq-train"
@@ -34,13 +32,6 @@ for name in text-only serial parallel flat hierarchical; do
     --arch hierarchical_attention_decoder $COMB $MODEL $TRAIN --save-dir ckpt-$name > train-$name.log 2>&1
   fairseq-ctx-adversarial data-bin --path ckpt-$name/checkpoint_last.pt --feature-inputs "$INPUTS" \
     --key raw/test.key --beam 5 --cpu --json adv-$name.json | tee adv-$name.txt
-  python - "$name" adv-$name.json >> results.md <<'PY'
-import json, sys
-name, r = sys.argv[1], json.load(open(sys.argv[2]))
-shuffled = r.get("shuffled img", {}).get("accuracy")
-print(f"| {name} | {r['original']['bleu']:.1f} | {r['original']['accuracy']:.3f} | "
-      + (f"{shuffled:.3f} |" if shuffled is not None else "n/a |"))
-PY
 done
 
 echo "== RNN, hierarchical attention combination: fairseq-train"
@@ -48,14 +39,21 @@ fairseq-train data-bin --user-dir "$USER_DIR" --task multimodal_translation --fe
   --arch multisource_rnn --combination hierarchical --encoder-embed-dim 64 --encoder-hidden-size 64 \
   --decoder-embed-dim 64 --decoder-hidden-size 128 --attention-dim 64 --optimizer adam --lr 3e-3 --clip-norm 1.0 \
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 --max-tokens 2000 \
-  --max-update $((2 * MAX_UPDATE)) --seed 1 --cpu --no-epoch-checkpoints --disable-validation \
+  --max-update $MAX_UPDATE --seed 1 --cpu --no-epoch-checkpoints --disable-validation \
   --log-format simple --log-interval 50 --save-dir ckpt-rnn-hierarchical > train-rnn-hierarchical.log 2>&1
 fairseq-ctx-adversarial data-bin --path ckpt-rnn-hierarchical/checkpoint_last.pt --feature-inputs img \
   --key raw/test.key --beam 5 --cpu --json adv-rnn-hierarchical.json | tee adv-rnn-hierarchical.txt
-python - rnn-hierarchical adv-rnn-hierarchical.json >> results.md <<'PY'
-import json, sys
-name, r = sys.argv[1], json.load(open(sys.argv[2]))
-print(f"| {name} | {r['original']['bleu']:.1f} | {r['original']['accuracy']:.3f} | {r['shuffled img']['accuracy']:.3f} |")
+
+python - > results.md <<'PY'
+import json, os, re
+print("| model | updates | BLEU | ambiguous-word accuracy | accuracy, images shuffled (adversarial) |")
+print("|---|---|---|---|---|")
+for name in ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]:
+    r = json.load(open(f"adv-{name}.json"))
+    updates = re.findall(r"num_updates (\d+)", open(f"train-{name}.log").read())[-1]
+    shuffled = r.get("shuffled img", {}).get("accuracy")
+    print(f"| {name} | {updates} | {r['original']['bleu']:.1f} | {r['original']['accuracy']:.3f} | "
+          + (f"{shuffled:.3f} |" if shuffled is not None else "n/a (no image input) |"))
 PY
 cat results.md
 
