@@ -57,9 +57,9 @@ for name in ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hie
 PY
 cat results.md
 
-echo "== attention over inputs (hierarchical β) for three test sentences"
+echo "== attention over inputs (hierarchical β; Transformer last layer and RNN) for three test sentences"
 fairseq-ctx-attention-plot data-bin --path ckpt-hierarchical/checkpoint_last.pt --feature-inputs img \
   --sentences 0,1,2 --out attention
-cp results.md "$HERE/results.md"
-cp attention.png "$HERE/attention.png"
-cp attention.json "$HERE/attention.json"
+fairseq-ctx-attention-plot data-bin --path ckpt-rnn-hierarchical/checkpoint_last.pt --feature-inputs img \
+  --sentences 0,1,2 --out attention-rnn
+cp results.md attention.png attention.json attention-rnn.png attention-rnn.json "$HERE/"
