@@ -35,6 +35,9 @@ setup(
             "fairseq-ctx-subset-bleu=fairseq_ctx.cli.subset_bleu:main",
             "fairseq-ctx-translate-doc=fairseq_ctx.cli.translate_doc:main",
             "fairseq-ctx-make-contrastive=fairseq_ctx.cli.make_contrastive:main",
+            "fairseq-ctx-make-multimodal-corpus=fairseq_ctx.cli.make_multimodal_corpus:main",
+            "fairseq-ctx-adversarial=fairseq_ctx.cli.adversarial:main",
+            "fairseq-ctx-attention-plot=fairseq_ctx.cli.attention_plot:main",
         ]
     },
 )

@@ -140,3 +140,44 @@ def trained_baselines(tiny_data, tmp_path_factory):
         ])
         runs[arch] = (save_dir, (results / "generate-test.txt").read_text())
     return runs
+def make_multimodal_data_bin(root: Path, train: int = 240, seed: int = 1) -> Path:
+    """Generated multimodal corpus (fairseq_ctx.data.multimodal_corpus) → fairseq-preprocess
+    (en-de joined dict; fr with its own dict) → img features copied next to the binaries."""
+    from fairseq_ctx.data.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
+
+    raw, data_bin = root / "raw", root / "data-bin"
+    write_multimodal_corpus(str(raw), MultimodalCorpusSizes(train=train, valid=16, test=16, regions=3, feature_dim=8), seed=seed)
+    prefixes = ["--trainpref", str(raw / "train"), "--validpref", str(raw / "valid"), "--testpref", str(raw / "test")]
+    run_tool(["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", *prefixes,
+              "--destdir", str(data_bin), "--joined-dictionary", "--workers", "1"])
+    run_tool(["fairseq-preprocess", "--source-lang", "fr", "--target-lang", "de", "--only-source", *prefixes,
+              "--destdir", str(data_bin / "fr"), "--workers", "1"])
+    for split in ("train", "valid", "test"):
+        shutil.copy(raw / f"{split}.img.npy", data_bin / f"{split}.img.npy")
+        shutil.copy(raw / f"{split}.key", data_bin / f"{split}.key")
+        for ext in ("bin", "idx"):
+            shutil.copy(data_bin / "fr" / f"{split}.fr-de.fr.{ext}", data_bin / f"{split}.fr-de.fr.{ext}")
+    shutil.copy(data_bin / "fr" / "dict.fr.txt", data_bin / "dict.fr.txt")
+    return data_bin
+
+
+@pytest.fixture(scope="session")
+def multimodal_data(tmp_path_factory) -> Path:
+    """About 240 training sentences with (n, 3, 8) image features and a French second source."""
+    return make_multimodal_data_bin(tmp_path_factory.mktemp("multimodal"))
+
+
+def build_multimodal(data_dir: Path, arch: str = "hierarchical_attention_decoder", extra: Sequence[str] = (),
+                     task_args: Sequence[str] = ("--feature-inputs", "img"), model_args: Sequence[str] = TINY_MODEL):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser,
+        input_args=[str(data_dir), "--user-dir", USER_DIR, "--task", "multimodal_translation", "--arch", arch,
+                    "--source-lang", "en", "--target-lang", "de", "--cpu", "--seed", "1", *model_args, *task_args, *extra],
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    torch.manual_seed(1)
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset("train")
+    model = task.build_model(cfg.model)
+    return task, model, cfg

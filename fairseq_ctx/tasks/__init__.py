@@ -1,3 +1,2 @@
 """Tasks registered with fairseq."""
-from fairseq_ctx.tasks import context_translation  # noqa: F401
-from fairseq_ctx.tasks import multilingual_embedding  # noqa: F401,E402
+from fairseq_ctx.tasks import context_translation, multilingual_embedding, multimodal_translation  # noqa: F401

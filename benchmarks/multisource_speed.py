@@ -1,0 +1,156 @@
+"""Speed of the multi-source decoder strategies relative to a text-only Transformer (SPEC §4).
+
+Each model (text-only, serial, parallel, flat, hierarchical) runs in its own subprocess, so
+that the peak memory (CUDA max allocated, or the process's peak RSS on CPU) is its own. Every
+model sees the same synthetic batches: source/target sentences of fixed length and R=196
+image regions of dimension 2048 (a ResNet last conv layer). Reports
+
+- training target words/s (forward + backward + Adam step),
+- generation tokens/s (fairseq SequenceGenerator, beam search, incremental decoding),
+- both as ratios to the text-only Transformer measured in the same run (target ≥ 0.7x for
+  hierarchical), and peak memory.
+
+Usage: python benchmarks/multisource_speed.py [--regions 196] [--embed-dim 256] [--json out.json]
+"""
+import argparse
+import json
+import logging
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from typing import Dict
+
+logging.disable(logging.WARNING)
+warnings.filterwarnings("ignore")
+
+MODELS = ["text-only", "serial", "parallel", "flat", "hierarchical"]
+
+
+def build(args, name: str, data_dir: str, device):
+    import numpy as np
+    import torch
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import fairseq_ctx
+
+    np.save(os.path.join(data_dir, "train.img.npy"), np.zeros((1, args.regions, args.feature_dim), dtype=np.float16))
+    features = [] if name == "text-only" else ["--feature-inputs", "img", "--combination", name]
+    size = [f"--{side}-{what}" for side in ("encoder", "decoder") for what in ("embed-dim",)]
+    argv = [data_dir, "--user-dir", os.path.dirname(fairseq_ctx.__file__), "--task", "multimodal_translation",
+            "-s", "en", "-t", "de", "--arch", "hierarchical_attention_decoder", "--share-all-embeddings",
+            *[x for flag in size for x in (flag, str(args.embed_dim))],
+            "--encoder-ffn-embed-dim", str(4 * args.embed_dim), "--decoder-ffn-embed-dim", str(4 * args.embed_dim),
+            "--encoder-layers", str(args.layers), "--decoder-layers", str(args.layers),
+            "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", "--dropout", "0.1", *features]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), input_args=argv))
+    torch.manual_seed(1)
+    task = tasks.setup_task(cfg.task)
+    return task, task.build_model(cfg.model).to(device)
+
+
+def batch(args, task, device, with_features: bool) -> Dict:
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    vocab = len(task.source_dictionary)
+    words = lambda length: torch.randint(4, vocab, (args.batch_size, length), generator=generator)  # noqa: E731
+    src, tgt = words(args.length), words(args.length)
+    src[:, -1] = tgt[:, -1] = task.source_dictionary.eos()
+    prev = torch.cat([tgt[:, -1:], tgt[:, :-1]], 1)
+    net_input = {"src_tokens": src, "src_lengths": torch.full((args.batch_size,), args.length), "prev_output_tokens": prev}
+    if with_features:
+        net_input["aux_inputs"] = {"img": torch.randn(args.batch_size, args.regions, args.feature_dim, generator=generator)}
+    move = lambda x: x.to(device) if torch.is_tensor(x) else {k: move(v) for k, v in x.items()}  # noqa: E731
+    return {"net_input": move(net_input), "target": tgt.to(device)}
+
+
+def measure(args, name: str) -> Dict[str, float]:
+    import torch
+    from fairseq.sequence_generator import SequenceGenerator
+
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    with tempfile.TemporaryDirectory() as data_dir:
+        with open(os.path.join(data_dir, "dict.en.txt"), "w") as d:
+            d.writelines(f"w{i} 1\n" for i in range(args.vocab))
+        os.symlink(os.path.join(data_dir, "dict.en.txt"), os.path.join(data_dir, "dict.de.txt"))
+        task, model = build(args, name, data_dir, device)
+    sample = batch(args, task, device, name != "text-only")
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model.train()
+    for step in range(args.warmup + args.train_steps):
+        if step == args.warmup:
+            sync()
+            start = time.perf_counter()
+        logits = model(**sample["net_input"])[0]
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), sample["target"].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    sync()
+    train_words = args.train_steps * sample["target"].numel() / (time.perf_counter() - start)
+    model.eval()
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=args.beam, max_len_a=0,
+                                  max_len_b=args.length, min_len=args.length)
+    gen_sample = {"net_input": {k: v for k, v in sample["net_input"].items() if k != "prev_output_tokens"}}
+    with torch.no_grad():
+        generator.generate([model], gen_sample)
+        sync()
+        start = time.perf_counter()
+        hypotheses = generator.generate([model], gen_sample)
+        sync()
+    tokens = sum(len(h[0]["tokens"]) for h in hypotheses)
+    peak = (torch.cuda.max_memory_allocated() if device.type == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    return {"train_words_per_s": train_words, "gen_tokens_per_s": tokens / (time.perf_counter() - start),
+            "peak_memory_mb": peak / 2 ** 20, "device": device.type,
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--regions", type=int, default=196)
+    parser.add_argument("--feature-dim", type=int, default=2048)
+    parser.add_argument("--embed-dim", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--length", type=int, default=20)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--train-steps", type=int, default=10)
+    parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--only", choices=MODELS, help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    if args.only:
+        print(json.dumps(measure(args, args.only)))
+        return
+    results = {}
+    for name in MODELS:
+        out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--only", name], capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"{name} failed:\n{out.stderr[-3000:]}")
+        results[name] = json.loads(out.stdout.strip().splitlines()[-1])
+    base = results["text-only"]
+    print(f"R={args.regions} regions x {args.feature_dim}, D={args.embed_dim}, {args.layers}+{args.layers} layers, "
+          f"batch {args.batch_size}x{args.length}, beam {args.beam}, device {base['device']}")
+    print("| model | train words/s | ratio | generate tokens/s | ratio | peak memory MB |")
+    print("|---|---|---|---|---|---|")
+    for name, r in results.items():
+        r["train_ratio"] = r["train_words_per_s"] / base["train_words_per_s"]
+        r["gen_ratio"] = r["gen_tokens_per_s"] / base["gen_tokens_per_s"]
+        print(f"| {name} | {r['train_words_per_s']:.0f} | {r['train_ratio']:.2f}x | {r['gen_tokens_per_s']:.0f} | "
+              f"{r['gen_ratio']:.2f}x | {r['peak_memory_mb']:.0f} |")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"settings": vars(args), "results": results}, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()

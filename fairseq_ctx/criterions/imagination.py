@@ -1,0 +1,91 @@
+"""Criterion ``imagination``: label-smoothed cross-entropy + the imagination auxiliary loss
+(Libovický 2019, §5.3.2, eq. 5.17–5.18; SPEC §4)."""
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from fairseq import metrics
+from fairseq.criterions import register_criterion
+from fairseq.criterions.label_smoothed_cross_entropy import (
+    LabelSmoothedCrossEntropyCriterion,
+    LabelSmoothedCrossEntropyCriterionConfig,
+)
+from torch import Tensor, nn
+
+from fairseq_ctx.data.feature_file import FeatureInputError
+
+
+@dataclass
+class ImaginationCriterionConfig(LabelSmoothedCrossEntropyCriterionConfig):
+    imagination_input: str = field(
+        default="img", metadata={"help": "dense input to predict (list it in --auxiliary-loss-inputs)"})
+    imagination_weight: float = field(default=1.0, metadata={"help": "weight of L_img added to the MT loss"})
+    imagination_margin: float = field(default=0.1, metadata={"help": "margin α of the hinge loss (eq. 5.18)"})
+    imagination_hidden_dim: int = field(default=512, metadata={"help": "size of the hidden layer W1 (eq. 5.17)"})
+
+
+class ImaginationHead(nn.Module):
+    """ŷ = W2 ReLU(W1 Σ_j h_j + b1) + b2 (eq. 5.17) and
+    L_img = Σ_b max(0, α + d(ŷ_b, y_b) − d(ŷ_b, y_c)) with cosine distance d and y_c the
+    next image in the batch (eq. 5.18). Computed in float32."""
+
+    def __init__(self, encoder_dim: int, hidden_dim: int, image_dim: int, margin: float):
+        super().__init__()
+        self.predict = nn.Sequential(nn.Linear(encoder_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, image_dim))
+        self.margin = margin
+
+    def forward(self, states: Tensor, padding_mask: Tensor, image: Tensor) -> Tensor:
+        summed = states.float().masked_fill(padding_mask.t().unsqueeze(-1), 0.0).sum(0)
+        with torch.autocast(device_type=summed.device.type, enabled=False):
+            predicted = self.predict.float()(summed)
+        target = image.float().mean(1) if image.dim() == 3 else image.float()
+        contrast = target.roll(1, dims=0)
+        distance = 1 - F.cosine_similarity(predicted, target, dim=-1)
+        contrast_distance = 1 - F.cosine_similarity(predicted, contrast, dim=-1)
+        return torch.clamp(self.margin + distance - contrast_distance, min=0).sum()
+
+
+@register_criterion("imagination", dataclass=ImaginationCriterionConfig)
+class ImaginationCriterion(LabelSmoothedCrossEntropyCriterion):
+    """Multi-task MT + imagination: image features are needed at training time only; the model
+    itself is text-only (e.g. ``--arch hierarchical_attention_decoder`` without --feature-inputs)."""
+
+    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
+                 imagination_input="img", imagination_weight=1.0, imagination_margin=0.1, imagination_hidden_dim=512):
+        super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
+        loss_inputs = (getattr(task.cfg, "auxiliary_loss_inputs", "") or "").split(",")
+        if imagination_input not in loss_inputs:
+            raise FeatureInputError(
+                f"--criterion imagination predicts '{imagination_input}': use --task multimodal_translation "
+                f"--auxiliary-loss-inputs {imagination_input} (file {{split}}.{imagination_input}.npy)"
+            )
+        self.imagination_input = imagination_input
+        self.imagination_weight = imagination_weight
+        self.head = ImaginationHead(task.encoder_embed_dim, imagination_hidden_dim,
+                                    task.feature_dim(imagination_input), imagination_margin)
+
+    def forward(self, model, sample, reduce=True):
+        net_input = sample["net_input"]
+        encoder_out = model.encoder(net_input["src_tokens"], src_lengths=net_input["src_lengths"],
+                                    aux_inputs=net_input.get("aux_inputs"))
+        net_output = model.decoder(net_input["prev_output_tokens"], encoder_out=encoder_out,
+                                   src_lengths=net_input["src_lengths"])
+        loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
+        source_len = net_input["src_tokens"].size(1)
+        image_loss = self.head(encoder_out["encoder_out"][0][:source_len],
+                               encoder_out["encoder_padding_mask"][0][:, :source_len],
+                               net_input["aux_inputs"][self.imagination_input])
+        loss = loss + self.imagination_weight * image_loss
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        logging_output = {
+            "loss": loss.data, "nll_loss": nll_loss.data, "imagination_loss": image_loss.data,
+            "ntokens": sample["ntokens"], "nsentences": sample["target"].size(0), "sample_size": sample_size,
+        }
+        return loss, sample_size, logging_output
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        super().reduce_metrics(logging_outputs)
+        total = sum(log.get("imagination_loss", 0) for log in logging_outputs)
+        sentences = sum(log.get("nsentences", 0) for log in logging_outputs)
+        metrics.log_scalar("imagination_loss", total / max(sentences, 1), sentences, round=4)
