@@ -5,7 +5,7 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test benchmark clean
+.PHONY: setup demo test test-full benchmark clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,9 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q tests
+
+test-full: setup
+	$(BIN)/python -m pytest -q -m full_matrix tests
 
 benchmark: setup
 	$(BIN)/python benchmarks/context_speed.py
