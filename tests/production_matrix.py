@@ -17,7 +17,9 @@ import fairseq_ctx  # noqa: F401  (registers the archs)
 from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, tool
 from embedding_helpers import TINY_TRANSFORMER, ARCHS as EMBEDDING_SIZES
 from fairseq_ctx.models.context_baselines.base import ContextTransformerModel
+from fairseq_ctx.models.hierarchical_attention_decoder import MultiSourceTransformer
 from fairseq_ctx.models.laser_bilstm import LaserModel
+from fairseq_ctx.models.multisource_rnn import MultiSourceRNN
 from fairseq_ctx.models.transformer_embedding import TransformerMDE
 
 # Model class → task. A model family added later either subclasses one of these or is listed here.
@@ -25,7 +27,11 @@ MODEL_TASKS = {
     ContextTransformerModel: "context_translation",
     TransformerMDE: "multilingual_embedding",
     LaserModel: "multilingual_embedding",
+    MultiSourceTransformer: "multimodal_translation",
+    MultiSourceRNN: "multimodal_translation",
 }
+TINY_RNN = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-embed-dim", "16",
+            "--decoder-hidden-size", "24", "--attention-dim", "20"]
 
 
 @dataclass
@@ -52,6 +58,12 @@ TASK_FIXTURES = {
         ["--task", "multilingual_embedding", "--lang-pairs", EMBEDDING_PAIRS, "--criterion", "distance_constraint",
          "--label-smoothing", "0.1"],
         EMBEDDING_SIZES, TINY_TRANSFORMER,
+    ),
+    "multimodal_translation": TaskFixture(
+        "multimodal_data",
+        ["--task", "multimodal_translation", "--feature-inputs", "img", "--source-lang", "en", "--target-lang", "de",
+         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"],
+        {"multisource_rnn": TINY_RNN}, TINY_MODEL,
     ),
 }
 
