@@ -4,14 +4,15 @@ from typing import Dict, List
 
 import numpy as np
 import torch
-from fairseq.data import FairseqDataset, LanguagePairDataset, data_utils
+from fairseq.data import LanguagePairDataset, data_utils
 
 from fairseq_ctx.data.docids import document_positions
+from fairseq_ctx.data.language_pair_wrapper import LanguagePairWrapper
 
 logger = logging.getLogger(__name__)
 
 
-class ContextTranslationDataset(FairseqDataset):
+class ContextTranslationDataset(LanguagePairWrapper):
     """Wraps a :class:`LanguagePairDataset`; example i gets up to ``context_size`` previous
     source sentences of its own document (SPEC §1: c_0 = nearest, never across documents).
 
@@ -48,9 +49,8 @@ class ContextTranslationDataset(FairseqDataset):
         split: str = "",
         document_window: int = 0,
     ):
-        super().__init__()
+        super().__init__(pair)
         assert len(doc_codes) == len(pair), "docids were validated against the split"
-        self.pair = pair
         self.context_size = context_size
         self.boc_index = boc_index
         self.max_context_tokens = max_context_tokens
@@ -97,9 +97,6 @@ class ContextTranslationDataset(FairseqDataset):
         item["context_ids"] = self.context_ids(index)
         return item
 
-    def __len__(self) -> int:
-        return len(self.pair)
-
     def collater(self, samples: List[Dict], pad_to_length=None) -> Dict:
         batch = self.pair.collater(samples, pad_to_length=pad_to_length)
         if len(samples) == 0 or "net_input" not in batch:
@@ -130,34 +127,13 @@ class ContextTranslationDataset(FairseqDataset):
         batch["net_input"]["context_index"] = index
         return batch
 
-    def num_tokens(self, index: int) -> int:
-        return int(self.num_tokens_vec(np.array([index]))[0])
-
-    def num_tokens_vec(self, indices: np.ndarray) -> np.ndarray:
-        """Source tokens plus, when ``count_context_tokens``, the tokens of every context
-        sentence (the task turns that off for models that reuse in-batch source encodings
-        under document-window batching, where contexts cost almost nothing extra)."""
-        sizes = self.pair.src_sizes[indices].astype(np.int64)
+    def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
+        """The tokens of every context sentence when ``count_context_tokens`` (the task turns
+        that off for models that reuse in-batch source encodings under document-window
+        batching, where contexts cost almost nothing extra)."""
         if self.count_context_tokens:
-            sizes = sizes + self.context_total_sizes[indices]
-        if self.pair.tgt_sizes is not None:
-            sizes = np.maximum(sizes, self.pair.tgt_sizes[indices])
-        return sizes
-
-    def size(self, index: int):
-        return self.pair.size(index)
-
-    @property
-    def sizes(self):
-        return self.pair.sizes
-
-    @property
-    def src_sizes(self):
-        return self.pair.src_sizes
-
-    @property
-    def tgt_sizes(self):
-        return self.pair.tgt_sizes
+            return self.context_total_sizes[indices]
+        return super().extra_tokens(indices)
 
     def ordered_indices(self) -> np.ndarray:
         if self.document_window <= 0:
@@ -169,10 +145,3 @@ class ContextTranslationDataset(FairseqDataset):
         longest = np.maximum.reduceat(lengths, starts)
         order = order[np.argsort(longest[order], kind="mergesort")]
         return np.concatenate([np.arange(starts[w], ends[w]) for w in order]).astype(np.int64)
-
-    def filter_indices_by_size(self, indices, max_sizes):
-        return self.pair.filter_indices_by_size(indices, max_sizes)
-
-    def set_epoch(self, epoch: int):
-        super().set_epoch(epoch)
-        self.pair.set_epoch(epoch)

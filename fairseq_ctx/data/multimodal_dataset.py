@@ -3,12 +3,13 @@ from typing import Dict, List
 
 import numpy as np
 import torch
-from fairseq.data import FairseqDataset, LanguagePairDataset, data_utils
+from fairseq.data import LanguagePairDataset, data_utils
 
 from fairseq_ctx.data.feature_file import FeatureFile
+from fairseq_ctx.data.language_pair_wrapper import LanguagePairWrapper
 
 
-class MultimodalTranslationDataset(FairseqDataset):
+class MultimodalTranslationDataset(LanguagePairWrapper):
     """Wraps a :class:`LanguagePairDataset`; ``net_input["aux_inputs"]`` (absent when there are
     none, so stock text-only models accept the batches) maps each auxiliary
     input name to a batch tensor in the order of the batch's ``id``:
@@ -18,8 +19,7 @@ class MultimodalTranslationDataset(FairseqDataset):
     """
 
     def __init__(self, pair: LanguagePairDataset, features: Dict[str, FeatureFile], extra_sources: Dict[str, object]):
-        super().__init__()
-        self.pair = pair
+        super().__init__(pair)
         self.features = features
         self.extra_sources = extra_sources
         self.extra_sizes = sum((np.asarray(d.sizes) for d in extra_sources.values()), np.zeros(len(pair), dtype=np.int64))
@@ -29,9 +29,6 @@ class MultimodalTranslationDataset(FairseqDataset):
         item["aux"] = {name: f[index] for name, f in self.features.items()}
         item["aux"].update({lang: d[index] for lang, d in self.extra_sources.items()})
         return item
-
-    def __len__(self) -> int:
-        return len(self.pair)
 
     def collater(self, samples: List[Dict], pad_to_length=None) -> Dict:
         batch = self.pair.collater(samples, pad_to_length=pad_to_length)
@@ -49,40 +46,5 @@ class MultimodalTranslationDataset(FairseqDataset):
             batch["net_input"]["aux_inputs"] = aux_inputs
         return batch
 
-    def num_tokens(self, index: int) -> int:
-        return int(self.num_tokens_vec(np.array([index]))[0])
-
-    def num_tokens_vec(self, indices: np.ndarray) -> np.ndarray:
-        sizes = self.pair.src_sizes[indices] + self.extra_sizes[indices]
-        if self.pair.tgt_sizes is not None:
-            sizes = np.maximum(sizes, self.pair.tgt_sizes[indices])
-        return sizes
-
-    def size(self, index: int):
-        return self.pair.size(index)
-
-    @property
-    def sizes(self):
-        return self.pair.sizes
-
-    @property
-    def src_sizes(self):
-        return self.pair.src_sizes
-
-    @property
-    def tgt_sizes(self):
-        return self.pair.tgt_sizes
-
-    def ordered_indices(self) -> np.ndarray:
-        return self.pair.ordered_indices()
-
-    def filter_indices_by_size(self, indices, max_sizes):
-        return self.pair.filter_indices_by_size(indices, max_sizes)
-
-    @property
-    def supports_prefetch(self) -> bool:
-        return False
-
-    def set_epoch(self, epoch: int):
-        super().set_epoch(epoch)
-        self.pair.set_epoch(epoch)
+    def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
+        return self.extra_sizes[indices]
