@@ -102,6 +102,8 @@ def multilingual_data(tmp_path_factory) -> Path:
 
 
 EMBEDDING_PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
+
+
 def run_fairseq_cli(cli_main, args: Sequence[str]) -> None:
     """Run a stock fairseq console entry point (``fairseq_cli.*.cli_main``) in this process,
     saving the interpreter start-up of a subprocess."""
