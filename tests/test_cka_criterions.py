@@ -5,7 +5,7 @@ import pytest
 import torch
 from fairseq import tasks
 
-from conftest import batch_of, parse_cfg
+from conftest import batch_of, build_multimodal, parse_cfg
 from fairseq_ctx.modules.attention_heads import DropHead, attention_modules
 from fairseq_ctx.modules.cka import _warned
 
@@ -110,3 +110,16 @@ def test_drophead_zeroes_whole_heads_at_rate_and_rescales(tiny_data):
     zero = heads.abs().sum(dim=(0, 3)).eq(0)
     assert 0.3 < zero.float().mean().item() < 0.7  # per (example, head), rate ≈ 0.5
     assert not module.skip_embed_dim_check  # removal restores fairseq's fast path
+
+
+def test_cka_alignment_between_text_states_and_projected_image_features(multimodal_data):
+    task, model, cfg = build_multimodal(multimodal_data, extra=CKA_ARGS + ["--cka-representations", "source,img"])
+    criterion = task.build_criterion(cfg.criterion)
+    sample = task.dataset("train").collater([task.dataset("train")[i] for i in range(12)])
+    model.train()
+    loss, sample_size, log = criterion(model, sample)
+    value = log["cka"] / sample_size
+    assert 0.0 < value < 1.0
+    assert torch.allclose(loss, log["ce_loss"] - 0.5 * value * sample_size, rtol=1e-5)
+    loss.backward()
+    assert_every_parameter_has_a_gradient(model)

@@ -5,6 +5,7 @@ from fairseq_ctx.models import (  # noqa: F401
     hierarchical_context,
     hierarchical_context_representations,
     laser_bilstm,
+    multisource_representations,
     multisource_rnn,
     transformer_embedding,
 )
