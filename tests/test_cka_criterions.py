@@ -25,20 +25,24 @@ def assert_every_parameter_has_a_gradient(model):
     assert not missing, missing
 
 
+def assert_loss_is_ce_minus_lambda_cka(model, criterion, sample, cka_lambda: float = 0.5):
+    """The criterion's loss is CE − λ·CKA with 0 < CKA < 1, and every parameter gets a gradient."""
+    model.train()
+    loss, sample_size, log = criterion(model, sample)
+    value = log["cka"] / sample_size
+    assert 0.0 < value < 1.0
+    assert torch.allclose(loss, log["ce_loss"] - cka_lambda * value * sample_size, rtol=1e-5)
+    loss.backward()
+    assert_every_parameter_has_a_gradient(model)
+
+
 CKA_ARGS = ["--criterion", "cka_alignment", "--label-smoothing", "0.1", "--cka-lambda", "0.5", "--cka-samples", "64"]
 
 
 @pytest.mark.parametrize("arch", ["hce", "hmce"])
 def test_cka_alignment_loss_is_ce_minus_lambda_cka(tiny_data, arch):
     task, model, criterion = setup(tiny_data, arch, CKA_ARGS)
-    sample = batch_of(task, "train", list(range(12)))
-    model.train()
-    loss, sample_size, log = criterion(model, sample)
-    value = log["cka"] / sample_size
-    assert 0.0 < value < 1.0
-    assert torch.allclose(loss, log["ce_loss"] - 0.5 * value * sample_size, rtol=1e-5)
-    loss.backward()
-    assert_every_parameter_has_a_gradient(model)
+    assert_loss_is_ce_minus_lambda_cka(model, criterion, batch_of(task, "train", list(range(12))))
 
 
 def test_cka_warmup_optimises_cka_only(tiny_data):
@@ -114,12 +118,5 @@ def test_drophead_zeroes_whole_heads_at_rate_and_rescales(tiny_data):
 
 def test_cka_alignment_between_text_states_and_projected_image_features(multimodal_data):
     task, model, cfg = build_multimodal(multimodal_data, extra=CKA_ARGS + ["--cka-representations", "source,img"])
-    criterion = task.build_criterion(cfg.criterion)
     sample = task.dataset("train").collater([task.dataset("train")[i] for i in range(12)])
-    model.train()
-    loss, sample_size, log = criterion(model, sample)
-    value = log["cka"] / sample_size
-    assert 0.0 < value < 1.0
-    assert torch.allclose(loss, log["ce_loss"] - 0.5 * value * sample_size, rtol=1e-5)
-    loss.backward()
-    assert_every_parameter_has_a_gradient(model)
+    assert_loss_is_ce_minus_lambda_cka(model, task.build_criterion(cfg.criterion), sample)

@@ -3,7 +3,6 @@ import logging
 
 import torch
 from fairseq import checkpoint_utils
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, base_architecture
 
@@ -24,10 +23,7 @@ class HierarchicalContextTransformer(ContextTransformerModel):
     the context enters through ``net_input["context_tokens"]`` / ``["context_index"]``.
     """
 
-    @classmethod
-    def add_args(cls, parser):
-        super().add_args(parser)
-        gen_parser_from_dataclass(parser, HierarchicalContextConfig(), delete_default=True)
+    config_class = HierarchicalContextConfig
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

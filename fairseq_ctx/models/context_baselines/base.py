@@ -1,6 +1,7 @@
 """A fairseq Transformer whose encoder reads the shared context batch format."""
 from typing import Optional
 
+from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 from torch import Tensor
 
@@ -11,6 +12,13 @@ class ContextTransformerModel(TransformerModel):
     The context enters through ``net_input["context_tokens"]`` / ``["context_index"]``."""
 
     encoder_class = None
+    config_class = None  # a FairseqDataclass of the model's own options, added to the parser
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        if cls.config_class is not None:
+            gen_parser_from_dataclass(parser, cls.config_class(), delete_default=True)
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

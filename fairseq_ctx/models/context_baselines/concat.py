@@ -3,7 +3,6 @@ from dataclasses import dataclass, field
 
 import torch
 from fairseq.dataclass import FairseqDataclass
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from torch import nn
@@ -63,11 +62,7 @@ class ConcatContextTransformer(ContextTransformerModel):
     """TwC baseline: Transformer over the concatenation of source and context sentences."""
 
     encoder_class = ConcatContextEncoder
-
-    @classmethod
-    def add_args(cls, parser):
-        super().add_args(parser)
-        gen_parser_from_dataclass(parser, ConcatContextConfig(), delete_default=True)
+    config_class = ConcatContextConfig
 
 
 @register_model_architecture("context_concat_transformer", "ctx_concat")

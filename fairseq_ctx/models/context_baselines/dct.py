@@ -3,7 +3,6 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from fairseq.dataclass import FairseqDataclass
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from fairseq.modules import LayerNorm
@@ -75,11 +74,7 @@ class DocumentContextTransformer(ContextTransformerModel):
     """DCT baseline: every source encoder layer attends the encoded context."""
 
     encoder_class = DocumentContextEncoder
-
-    @classmethod
-    def add_args(cls, parser):
-        super().add_args(parser)
-        gen_parser_from_dataclass(parser, DctConfig(), delete_default=True)
+    config_class = DctConfig
 
 
 @register_model_architecture("document_context_transformer", "dct")
