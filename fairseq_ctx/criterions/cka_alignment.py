@@ -1,8 +1,6 @@
 """``--criterion cka_alignment``: label-smoothed CE − λ·CKA(A, B) (Yun 2022, eq. 5.4, SPEC §3)."""
-import math
 from dataclasses import dataclass, field
 
-from fairseq import metrics
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
@@ -13,6 +11,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq_ctx.modules.cka import cka, sample_paired_rows
 from fairseq_ctx.modules.representations import representation_adapter, select
 from fairseq_ctx.criterions.model_hooks import ModelHooks
+from fairseq_ctx.criterions.term_metrics import log_cross_entropy, log_terms_per
 
 
 @dataclass
@@ -92,9 +91,5 @@ class CkaAlignmentCriterion(LabelSmoothedCrossEntropyCriterion):
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
-        sample_size = sum(log.get("sample_size", 0) for log in logging_outputs)
-        if sample_size > 0:
-            ce = sum(log.get("ce_loss", 0) for log in logging_outputs)
-            metrics.log_scalar("ce_loss", ce / sample_size / math.log(2), sample_size, round=3)
-            metrics.log_scalar("cka", sum(log.get("cka", 0) for log in logging_outputs) / sample_size,
-                               sample_size, round=4)
+        log_cross_entropy(logging_outputs)
+        log_terms_per(logging_outputs, ["cka"], "sample_size", round_to=4)

@@ -4,7 +4,6 @@ from dataclasses import dataclass, field
 from typing import Dict
 
 import torch
-from fairseq import metrics
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
@@ -12,6 +11,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
+from fairseq_ctx.criterions.term_metrics import log_terms_per
 
 
 @dataclass
@@ -119,11 +119,7 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
-        nsentences = sum(log.get("nsentences", 0) for log in logging_outputs)
-        if nsentences > 0:
-            for key in ("d_p", "delta", "v_norm"):
-                total = sum(float(log.get(key, 0)) for log in logging_outputs)
-                metrics.log_scalar(key, total / nsentences, nsentences, round=4)
+        log_terms_per(logging_outputs, ["d_p", "delta", "v_norm"], "nsentences", round_to=4)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -11,12 +11,10 @@ MultiheadAttention (our archs and the stock ``transformer``):
 
 Each term is logged unweighted (``hsic``, ``ortho``) next to ``ce_loss``; all default to off.
 """
-import math
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 import torch
-from fairseq import metrics
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
@@ -27,6 +25,7 @@ from torch import Tensor
 from fairseq_ctx.criterions.model_hooks import ModelHooks
 from fairseq_ctx.modules.attention_heads import DropHead, HeadTap
 from fairseq_ctx.modules.cka import mean_pairwise_linear_hsic, sample_rows, srip
+from fairseq_ctx.criterions.term_metrics import log_cross_entropy, log_terms_per
 
 
 @dataclass
@@ -120,12 +119,5 @@ class HeadDiversityCriterion(LabelSmoothedCrossEntropyCriterion):
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
-        sample_size = sum(log.get("sample_size", 0) for log in logging_outputs)
-        if sample_size == 0:
-            return
-        ce = sum(log.get("ce_loss", 0) for log in logging_outputs)
-        metrics.log_scalar("ce_loss", ce / sample_size / math.log(2), sample_size, round=3)
-        for key in ("hsic", "ortho"):
-            if any(key in log for log in logging_outputs):
-                metrics.log_scalar(key, sum(log.get(key, 0) for log in logging_outputs) / sample_size,
-                                   sample_size, round=6)
+        log_cross_entropy(logging_outputs)
+        log_terms_per(logging_outputs, ["hsic", "ortho"], "sample_size", round_to=6)
