@@ -3,6 +3,8 @@ import pytest
 import torch
 
 from conftest import batch_of, build
+from fairseq_ctx.criterions.model_hooks import ModelHooks
+from fairseq_ctx.modules.length_chunks import length_chunks
 
 ARCH_VARIANTS = [
     ("hce", []),
@@ -173,8 +175,7 @@ def test_document_vector_summarises_previous_sentences_of_the_document(tiny_data
             assert torch.equal(sentence, dataset.pair.src[context_id])
     model.eval()
     slots, empty = model.encoder.context_slots(
-        sample["net_input"]["src_tokens"], tokens, sample["net_input"]["context_index"], None, None,
-        sample["net_input"]["src_tokens"].eq(pad), document_index,
+        sample["net_input"]["src_tokens"], tokens, sample["net_input"]["context_index"], None, None, document_index,
     )
     assert slots.size(0) == 3 and torch.equal(empty[:, 2], document_index.lt(0).all(dim=1))
     criterion = task.build_criterion(cfg.criterion)
@@ -183,3 +184,37 @@ def test_document_vector_summarises_previous_sentences_of_the_document(tiny_data
         model.zero_grad()
         criterion(model, batch_of(task, "train", indices))[0].backward()
         assert [n for n, p in model.named_parameters() if p.grad is None] == []
+
+
+@pytest.mark.parametrize("arch,extra", [("hmce", []), ("hce", ["--context-encoder-layers", "1"])])
+def test_length_chunks_give_the_single_pass_logits_and_gradients(tiny_data, arch, extra):
+    task, model, cfg = build(tiny_data, arch, ["--dropout", "0", "--attention-dropout", "0", *extra])
+    task.load_dataset("train")
+    criterion = task.build_criterion(cfg.criterion)
+    sample = batch_of(task, "train", list(range(100)))
+    net_input = sample["net_input"]
+    pad = task.tgt_dict.pad()
+    lengths = torch.maximum(net_input["src_tokens"].ne(pad).sum(1), net_input["prev_output_tokens"].ne(pad).sum(1))
+    assert length_chunks(lengths, 3) is not None and net_input["context_source_row"].ge(0).any()
+    model.train()
+    results = []
+    for chunks in (1, 3):
+        model.train_length_chunks = chunks
+        model.zero_grad()
+        logits = model(**net_input)[0]
+        loss = criterion(model, sample)[0]
+        loss.backward()
+        results.append((logits.detach(), loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (single, single_loss, single_grads), (chunked, chunked_loss, chunked_grads) = results
+    real = sample["target"].ne(pad)
+    torch.testing.assert_close(chunked[real], single[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(chunked_loss, single_loss, atol=1e-4, rtol=1e-5)
+    for name, grad in single_grads.items():
+        torch.testing.assert_close(chunked_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_criterion_hooks_switch_length_chunks_off(tiny_data):
+    task, model, _ = build(tiny_data, "hmce", ["--criterion", "cka_alignment"])
+    assert model.train_length_chunks == 3
+    ModelHooks(lambda m: object()).for_model(model)
+    assert model.train_length_chunks == 1

@@ -12,7 +12,10 @@ def unwrap(model: nn.Module) -> nn.Module:
 
 
 class ModelHooks:
-    """Builds ``factory(model)`` once per model instance (re-built if a different model is passed)."""
+    """Builds ``factory(model)`` once per model instance (re-built if a different model is passed).
+
+    Hooks expect one call per module and batch, so a model that can split a batch into
+    length chunks (``use_single_pass``, hce/hmce) is switched to one pass first."""
 
     def __init__(self, factory: Callable[[nn.Module], object]):
         self.factory = factory
@@ -24,5 +27,7 @@ class ModelHooks:
         if self.model is not model:
             if self.hooks is not None and hasattr(self.hooks, "remove"):
                 self.hooks.remove()
+            if hasattr(model, "use_single_pass"):
+                model.use_single_pass()
             self.model, self.hooks = model, self.factory(model)
         return self.hooks

@@ -1,7 +1,7 @@
 """The hierarchical (memory) context encoder of HCE/HMCE."""
 import copy
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
@@ -18,7 +18,10 @@ from torch import Tensor, nn
 from fairseq_ctx.modules.attentive_pooling import AttentivePooling
 from fairseq_ctx.modules.document_vector import DocumentVector
 from fairseq_ctx.modules.gated_sum import GatedSum
+from fairseq_ctx.modules.length_chunks import trim_padding
 from fairseq_ctx.modules.sentence_vector_cache import SentenceVectorCache
+
+SourceRowPooling = Callable[[Tensor], Tensor]
 
 
 @dataclass
@@ -42,6 +45,12 @@ class HierarchicalContextConfig(FairseqDataclass):
     document_vector_span: int = field(
         default=32,
         metadata={"help": "how many previous sentences of the document the document vector summarises"},
+    )
+    train_length_chunks: int = field(
+        default=3,
+        metadata={"help": "training only: run each batch as up to this many chunks of similar-length "
+                  "sentences (document-window batches mix lengths; each chunk is padded to its own "
+                  "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
     )
     pretrained_sentence_checkpoint: Optional[str] = field(
         default=None,
@@ -80,7 +89,8 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
       :class:`SentenceVectorCache`, so each sentence of a document is encoded once.
 
     Both compute the same numbers as encoding every context sentence separately (up to
-    float rounding from different padding); ``--no-context-cache`` does the latter.
+    float rounding from different padding); ``--no-context-cache`` does the latter, with no
+    reuse at all: every (example, slot) pair encodes its sentence on its own, as eq. 3.14 reads.
     """
 
     def __init__(self, cfg: TransformerConfig, ctx_cfg, dictionary, embed_tokens, memory_attention: bool):
@@ -121,7 +131,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
 
     def set_context_cache(self, enabled: bool) -> None:
         """Reuse in-batch source encodings and cache sentence vectors (default), or encode
-        every context sentence separately (the reference computation)."""
+        the sentence of every context slot separately (the reference computation)."""
         self.context_cache = SentenceVectorCache() if enabled else None
 
     @property
@@ -176,21 +186,19 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         context_tokens: Tensor,
         needed: Tensor,
         context_source_row: Optional[Tensor],
-        source_states: Optional[Tensor],
-        source_padding_mask: Tensor,
+        pool_source_rows: Optional[SourceRowPooling],
     ) -> Tensor:
         """(U, C) vector s_u of every ``needed`` context row (zeros elsewhere): pooled from the
-        batch's source states, read from the cache, or encoded."""
+        batch's source states (``pool_source_rows``), read from the cache, or encoded."""
         sentences = context_tokens[:, 1:]
         pending = needed.clone()
         positions: List[Tensor] = [(~needed).nonzero().squeeze(1)]
         vectors: List[Tensor] = [self.embed_tokens.weight.new_zeros(positions[0].numel(), self.embed_tokens.embedding_dim)]
-        if source_states is not None and context_source_row is not None:
+        if pool_source_rows is not None and context_source_row is not None:
             reused = context_source_row.ge(0) & needed
             if reused.any():
-                rows = context_source_row[reused]
                 positions.append(reused.nonzero().squeeze(1))
-                vectors.append(self.pooling(source_states.index_select(1, rows), source_padding_mask.index_select(0, rows)))
+                vectors.append(pool_source_rows(context_source_row[reused]))
                 pending &= ~reused
         use_cache = self.context_cache is not None and not self.training and not torch.is_grad_enabled()
         keys = SentenceVectorCache.keys_of(sentences[needed], self.padding_idx) if use_cache else []
@@ -218,8 +226,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         context_tokens: Optional[Tensor],
         context_index: Optional[Tensor],
         context_source_row: Optional[Tensor],
-        source_states: Optional[Tensor],
-        source_padding_mask: Tensor,
+        pool_source_rows: Optional[SourceRowPooling],
         document_index: Optional[Tensor] = None,
     ) -> Tuple[Tensor, Tensor]:
         """Returns slot vectors (N, B, C) (N+1 with the document vector) and the slot mask
@@ -230,12 +237,17 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
             context_tokens = src_tokens.new_zeros((0, 1))
         needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
         needed[context_index[context_index.ge(0)]] = True
+        empty = context_index.lt(0)
         if not needed.any():
             vectors = self.encode_context_sentences(src_tokens.new_full((1, 1), self.dictionary.eos()))
+            slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
+        elif self.context_cache is None:
+            per_slot = self.encode_context_sentences(context_tokens[context_index[~empty], 1:])
+            slots = per_slot.new_zeros(*context_index.shape, per_slot.size(-1))
+            slots[~empty] = per_slot
         else:
-            vectors = self.context_vectors(context_tokens, needed, context_source_row, source_states, source_padding_mask)
-        empty = context_index.lt(0)
-        slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
+            vectors = self.context_vectors(context_tokens, needed, context_source_row, pool_source_rows)
+            slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
         slots = slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0)
         if self.document_vector is not None:
             if document_index is None:
@@ -260,16 +272,78 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         token_embeddings: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
         reuse = self.reuses_source_encodings and context_source_row is not None
+        out = self.encode_sources(src_tokens, src_lengths, return_all_hiddens, reuse, token_embeddings)
+        pool = self.source_row_pooling([out], [torch.arange(src_tokens.size(0), device=src_tokens.device)]) if reuse else None
+        slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
+        return self.fuse_context(out, slots, empty)
+
+    def forward_chunks(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor,
+        chunks: List[Tensor],
+        context_tokens: Optional[Tensor] = None,
+        context_index: Optional[Tensor] = None,
+        context_source_row: Optional[Tensor] = None,
+        document_index: Optional[Tensor] = None,
+    ) -> List[Dict[str, List[Tensor]]]:
+        """The encoder outputs of the batch rows ``chunks`` (a partition of the batch), each
+        chunk cut to its own longest source: the same numbers as :meth:`forward` on the whole
+        batch, with less padding. Context sentences that are sources of the batch are pooled
+        from whichever chunk encoded them."""
+        reuse = self.reuses_source_encodings and context_source_row is not None
+        outs = [
+            self.encode_sources(trim_padding(src_tokens.index_select(0, rows), self.padding_idx)[0],
+                                src_lengths.index_select(0, rows), False, reuse)
+            for rows in chunks
+        ]
+        pool = self.source_row_pooling(outs, chunks) if reuse else None
+        slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
+        return [self.fuse_context(out, slots.index_select(1, rows), empty.index_select(0, rows)) for out, rows in zip(outs, chunks)]
+
+    def encode_sources(
+        self, src_tokens: Tensor, src_lengths: Optional[Tensor], return_all_hiddens: bool, reuse: bool,
+        token_embeddings: Optional[Tensor] = None,
+    ) -> Dict[str, List[Tensor]]:
+        """The sentence-level encoder output, with the lower level's states kept when the
+        context reuses a lower level shallower than the encoder."""
         keep_states = reuse and self.num_context_layers < len(self.layers)
         out = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens or keep_states, token_embeddings)
-        h_src = out["encoder_out"][0]
-        slots, empty = self.context_slots(
-            src_tokens, context_tokens, context_index, context_source_row,
-            self.source_lower_level(out) if reuse else None, out["encoder_padding_mask"][0], document_index,
-        )
+        out["lower_level"] = [self.source_lower_level(out)] if reuse else []
         if keep_states and not return_all_hiddens:
             out["encoder_states"] = []
             out["fc_results"] = []
+        return out
+
+    def source_row_pooling(self, outs: List[Dict[str, List[Tensor]]], chunks: List[Tensor]) -> SourceRowPooling:
+        """A function batch rows (R,) → their pooled lower-level vectors s (R, C), reading each
+        row from the encoder output of the chunk that holds it."""
+        batch = sum(rows.numel() for rows in chunks)
+        chunk_of = chunks[0].new_empty(batch)
+        local_of = chunks[0].new_empty(batch)
+        for number, rows in enumerate(chunks):
+            chunk_of[rows] = number
+            local_of[rows] = torch.arange(rows.numel(), device=rows.device)
+
+        def pool(rows: Tensor) -> Tensor:
+            positions, vectors = [], []
+            for number, out in enumerate(outs):
+                selected = chunk_of[rows].eq(number)
+                if selected.any():
+                    local = local_of[rows[selected]]
+                    states = out["lower_level"][0].index_select(1, local)
+                    mask = out["encoder_padding_mask"][0].index_select(0, local)
+                    positions.append(selected.nonzero().squeeze(1))
+                    vectors.append(self.pooling(states, mask))
+            return torch.cat(vectors).index_select(0, torch.argsort(torch.cat(positions)))
+
+        return pool
+
+    def fuse_context(self, out: Dict[str, List[Tensor]], slots: Tensor, empty: Tensor) -> Dict[str, List[Tensor]]:
+        """Upper level over the slots (N, B, C), source-context attention and the gated sum
+        into ``out["encoder_out"]`` (eq. 3.6–3.8, 3.17)."""
+        out.pop("lower_level", None)
+        h_src = out["encoder_out"][0]
         has_context = ~empty.all(dim=1)
         slot_mask = empty & has_context.unsqueeze(1)
         if self.memory_attention:

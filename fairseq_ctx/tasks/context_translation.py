@@ -36,9 +36,9 @@ class ContextTranslationConfig(TranslationConfig):
     )
     no_context_cache: bool = field(
         default=False,
-        metadata={"help": "HCE/HMCE: encode every context sentence separately instead of reusing "
-                  "the batch's source encodings and caching sentence vectors during inference "
-                  "(same results, slower; the reference computation)"},
+        metadata={"help": "HCE/HMCE: encode the sentence of every context slot of every example on "
+                  "its own instead of reusing the batch's source encodings and caching sentence "
+                  "vectors during inference (same results, slower; the reference computation)"},
     )
     context_begin_symbol: str = field(
         default="<boc>",
