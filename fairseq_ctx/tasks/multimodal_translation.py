@@ -3,7 +3,7 @@ extra source languages) for the multi-source decoders of SPEC §4."""
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from fairseq import utils
 from fairseq.data import Dictionary, data_utils
@@ -67,6 +67,8 @@ class MultimodalTranslationTask(TranslationTask):
                 self.extra_dicts[lang] = src_dict
         self.loaded_inputs: Dict[str, Dict[str, Tuple[int, int]]] = {}
         self.model_inputs: List[AuxInput] = []
+        self.model_arch: Optional[str] = None
+        self.source_state_dim: Optional[int] = None  # size of the encoder's source states, for training losses
 
     @property
     def data_dir(self) -> str:
@@ -147,8 +149,10 @@ class MultimodalTranslationTask(TranslationTask):
                 cfg.aux_input_spec = format_spec(self.model_inputs)
         for split in self.loaded_inputs:
             self._check_split_against_model(split)
-        self.encoder_embed_dim = cfg.encoder_embed_dim
-        return super().build_model(cfg, from_checkpoint)
+        model = super().build_model(cfg, from_checkpoint)
+        self.model_arch = getattr(cfg, "arch", None) or getattr(cfg, "_name", "?")
+        self.source_state_dim = getattr(model.encoder, "source_state_dim", None)
+        return model
 
     def feature_dim(self, name: str) -> int:
         """Dimension of a dense input, from the training split's file header."""
