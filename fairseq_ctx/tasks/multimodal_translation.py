@@ -70,6 +70,19 @@ class MultimodalTranslationTask(TranslationTask):
         self.model_arch: Optional[str] = None
         self.source_state_dim: Optional[int] = None  # size of the encoder's source states, for training losses
 
+    @classmethod
+    def setup_task(cls, cfg: MultimodalTranslationConfig, **kwargs):
+        """As :class:`TranslationTask`, but without -s/-t the pair is inferred from the binaries
+        that are not an extra source's (``{split}.fr-de.fr`` would otherwise pass for the pair)."""
+        if cfg.source_lang is None or cfg.target_lang is None:
+            extra = set(_names(cfg.extra_source_langs))
+            pairs = sorted({tuple(name.split(".")[1].split("-")) for name in os.listdir(utils.split_paths(cfg.data)[0])
+                            if name.endswith(".idx") and name.count(".") >= 3 and name.split(".")[1].count("-") == 1})
+            pairs = [pair for pair in pairs if pair[0] not in extra]
+            if len(pairs) == 1:
+                cfg.source_lang, cfg.target_lang = pairs[0]
+        return super().setup_task(cfg, **kwargs)
+
     @property
     def data_dir(self) -> str:
         return utils.split_paths(self.cfg.data)[0]
