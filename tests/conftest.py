@@ -183,7 +183,3 @@ def build_multimodal(data_dir: Path, arch: str = "hierarchical_attention_decoder
     task.load_dataset("train")
     model = task.build_model(cfg.model)
     return task, model, cfg
-
-
-TINY_RNN = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-embed-dim", "16",
-            "--decoder-hidden-size", "24", "--attention-dim", "20"]

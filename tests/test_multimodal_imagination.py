@@ -3,7 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import TINY_RNN, build_multimodal
+from conftest import build_multimodal
+from production_matrix import TINY_RNN
 
 IMAGINATION = ["--criterion", "imagination", "--label-smoothing", "0.1", "--imagination-margin", "0.3",
                "--imagination-hidden-dim", "16"]

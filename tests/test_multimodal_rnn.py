@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY_RNN as RNN
+from production_matrix import TINY_RNN as RNN
 from conftest import USER_DIR, build_multimodal, run_fairseq_cli
 
 
