@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Multimodal demo: generated corpus where the translation of an ambiguous source word
-# (bank → ufer|bank, bat, glasses, letter) is decided only by the "image" features.
-# Trains a text-only Transformer, the four hierarchical_attention_decoder strategies, the
-# multisource_rnn with hierarchical attention,
-# decodes with beam 5, scores the ambiguous words, shuffles the images (fairseq-ctx-adversarial)
-# and plots the hierarchical model's attention over inputs. Writes results.md, attention.png.
+# Multimodal and multi-source demo: generated corpus where the translation of an ambiguous
+# source word (bank → ufer|bank, bat, glasses, letter) is decided only by the auxiliary input —
+# either the "image" features (img) or a second source language (fr) that names the sense
+# with a distinct word (bank → rive|banque).
+# For each auxiliary input: trains the four hierarchical_attention_decoder strategies and the
+# multisource_rnn with hierarchical attention (plus one text-only Transformer that both share),
+# decodes with beam 5, scores the ambiguous words, shuffles the auxiliary input across the test
+# set (fairseq-ctx-adversarial) and plots the attention over inputs.
+# Writes results.md, attention{,-rnn}{,-fr}.png/.json.
 # Usage: bash examples/multimodal_mt/demo.sh [WORK_DIR] [MAX_UPDATE]   (default work/multimodal_demo, 150)
 set -euo pipefail
 WORK=${1:-work/multimodal_demo}
@@ -13,53 +16,75 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 USER_DIR=$(fairseq-ctx-user-dir)
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
 
-echo "== generate corpus and fairseq-preprocess"
+echo "== generate corpus and fairseq-preprocess (en-de joined dictionary; fr, the second source, its own)"
 fairseq-ctx-make-multimodal-corpus raw --test 200
-fairseq-preprocess --source-lang en --target-lang de --trainpref raw/train --validpref raw/valid \
-  --testpref raw/test --destdir data-bin --joined-dictionary --workers 2 > preprocess.log 2>&1
-cp raw/*.img.npy data-bin/
+SPLITS="--trainpref raw/train --validpref raw/valid --testpref raw/test"
+fairseq-preprocess --source-lang en --target-lang de $SPLITS --destdir data-bin --joined-dictionary \
+  --workers 2 > preprocess.log 2>&1
+fairseq-preprocess --source-lang fr --target-lang de --only-source $SPLITS --destdir fr-bin \
+  --workers 2 > preprocess-fr.log 2>&1
+cp raw/*.img.npy fr-bin/dict.fr.txt fr-bin/*.fr-de.fr.bin fr-bin/*.fr-de.fr.idx data-bin/
 
+# what each auxiliary input adds to the task's command line (also read by the adversarial and plot tools)
+declare -A AUX=([img]="--feature-inputs img" [fr]="--extra-source-langs fr --extra-source-dict own")
+LANGS="--source-lang en --target-lang de"
 MODEL="--share-all-embeddings --encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 128
   --decoder-ffn-embed-dim 128 --encoder-layers 2 --decoder-layers 2 --encoder-attention-heads 4 --decoder-attention-heads 4"
-TRAIN="--optimizer adam --adam-betas (0.9,0.98) --lr 3e-3 --lr-scheduler inverse_sqrt --warmup-updates 100
-  --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 --max-tokens 2000
+RNN="--encoder-embed-dim 64 --encoder-hidden-size 64 --decoder-embed-dim 64 --decoder-hidden-size 128 --attention-dim 64"
+COMMON="--criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 --max-tokens 2000
   --max-update $MAX_UPDATE --seed 1 --cpu --no-epoch-checkpoints --disable-validation --log-format simple --log-interval 50"
+TRANSFORMER_OPT="--optimizer adam --adam-betas (0.9,0.98) --lr 3e-3 --lr-scheduler inverse_sqrt --warmup-updates 100"
+RNN_OPT="--optimizer adam --lr 3e-3 --clip-norm 1.0"
 
-for name in text-only serial parallel flat hierarchical; do
-  if [ $name = text-only ]; then INPUTS=""; COMB=""; else INPUTS="img"; COMB="--combination $name"; fi
+train_and_attack() {  # NAME AUX_ARGS ARCH_ARGS...
+  local name=$1 aux=$2
+  shift 2
   echo "== $name: fairseq-train"
-  fairseq-train data-bin --user-dir "$USER_DIR" --task multimodal_translation --feature-inputs "$INPUTS" \
-    --arch hierarchical_attention_decoder $COMB $MODEL $TRAIN --save-dir ckpt-$name > train-$name.log 2>&1
-  fairseq-ctx-adversarial data-bin --path ckpt-$name/checkpoint_last.pt --feature-inputs "$INPUTS" \
+  fairseq-train data-bin --user-dir "$USER_DIR" --task multimodal_translation $LANGS $aux "$@" $COMMON \
+    --save-dir ckpt-$name > train-$name.log 2>&1
+  fairseq-ctx-adversarial data-bin --path ckpt-$name/checkpoint_last.pt $LANGS $aux \
     --key raw/test.key --beam 5 --cpu --json adv-$name.json | tee adv-$name.txt
+}
+
+train_and_attack text-only "" --arch hierarchical_attention_decoder $MODEL $TRANSFORMER_OPT
+for input in img fr; do
+  suffix=$([ $input = img ] && echo "" || echo "-$input")
+  for strategy in serial parallel flat hierarchical; do
+    train_and_attack $strategy$suffix "${AUX[$input]}" --arch hierarchical_attention_decoder \
+      --combination $strategy $MODEL $TRANSFORMER_OPT
+  done
+  train_and_attack rnn-hierarchical$suffix "${AUX[$input]}" --arch multisource_rnn --combination hierarchical \
+    $RNN $RNN_OPT
 done
 
-echo "== RNN, hierarchical attention combination: fairseq-train"
-fairseq-train data-bin --user-dir "$USER_DIR" --task multimodal_translation --feature-inputs img \
-  --arch multisource_rnn --combination hierarchical --encoder-embed-dim 64 --encoder-hidden-size 64 \
-  --decoder-embed-dim 64 --decoder-hidden-size 128 --attention-dim 64 --optimizer adam --lr 3e-3 --clip-norm 1.0 \
-  --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 --max-tokens 2000 \
-  --max-update $MAX_UPDATE --seed 1 --cpu --no-epoch-checkpoints --disable-validation \
-  --log-format simple --log-interval 50 --save-dir ckpt-rnn-hierarchical > train-rnn-hierarchical.log 2>&1
-fairseq-ctx-adversarial data-bin --path ckpt-rnn-hierarchical/checkpoint_last.pt --feature-inputs img \
-  --key raw/test.key --beam 5 --cpu --json adv-rnn-hierarchical.json | tee adv-rnn-hierarchical.txt
-
 python - > results.md <<'PY'
-import json, os, re
-print("| model | updates | BLEU | ambiguous-word accuracy | accuracy, images shuffled (adversarial) |")
-print("|---|---|---|---|---|")
-for name in ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]:
+import json, re
+
+def row(name, shuffled_input):
     r = json.load(open(f"adv-{name}.json"))
     updates = re.findall(r"num_updates (\d+)", open(f"train-{name}.log").read())[-1]
-    shuffled = r.get("shuffled img", {}).get("accuracy")
-    print(f"| {name} | {updates} | {r['original']['bleu']:.1f} | {r['original']['accuracy']:.3f} | "
-          + (f"{shuffled:.3f} |" if shuffled is not None else "n/a (no image input) |"))
+    shuffled = r.get(f"shuffled {shuffled_input}")
+    attacked = f"{shuffled['accuracy']:.3f} | {shuffled['bleu']:.1f} |" if shuffled else "n/a (no auxiliary input) | n/a |"
+    return f"| {name} | {updates} | {r['original']['bleu']:.1f} | {r['original']['accuracy']:.3f} | {attacked}"
+
+for input, title, suffix in [("img", "Auxiliary input: image features (img)", ""),
+                             ("fr", "Auxiliary input: second source language (fr)", "-fr")]:
+    print(f"### {title}\n")
+    print(f"| model | updates | BLEU | ambiguous-word accuracy | accuracy, {input} shuffled (adversarial) | BLEU, {input} shuffled |")
+    print("|---|---|---|---|---|---|")
+    for name in ["text-only"] + [s + suffix for s in ["serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]]:
+        print(row(name, input))
+    print()
 PY
 cat results.md
 
 echo "== attention over inputs (hierarchical β; Transformer last layer and RNN) for three test sentences"
-fairseq-ctx-attention-plot data-bin --path ckpt-hierarchical/checkpoint_last.pt --feature-inputs img \
-  --sentences 0,1,2 --out attention
-fairseq-ctx-attention-plot data-bin --path ckpt-rnn-hierarchical/checkpoint_last.pt --feature-inputs img \
-  --sentences 0,1,2 --out attention-rnn
-cp results.md attention.png attention.json attention-rnn.png attention-rnn.json "$HERE/"
+for input in img fr; do
+  suffix=$([ $input = img ] && echo "" || echo "-$input")
+  fairseq-ctx-attention-plot data-bin --path ckpt-hierarchical$suffix/checkpoint_last.pt ${AUX[$input]} \
+    --sentences 0,1,2 --out attention$suffix
+  fairseq-ctx-attention-plot data-bin --path ckpt-rnn-hierarchical$suffix/checkpoint_last.pt ${AUX[$input]} \
+    --sentences 0,1,2 --out attention-rnn$suffix
+  cp attention$suffix.png attention$suffix.json attention-rnn$suffix.png attention-rnn$suffix.json "$HERE/"
+done
+cp results.md "$HERE/"

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import sacrebleu
@@ -38,10 +38,22 @@ def _shuffle_feature(data: str, target: str, split: str, name: str, rng: np.rand
     return [os.path.basename(original)]
 
 
-def _shuffle_text(data: str, target: str, split: str, lang: str, tgt: str, rng: np.random.Generator) -> List[str]:
+def _extra_source_stem(data: str, split: str, lang: str, tgt: Optional[str]) -> str:
+    """``{split}.{lang}-{tgt}.{lang}``; without --target-lang the only such pair in the directory."""
+    if tgt:
+        return f"{split}.{lang}-{tgt}.{lang}"
+    found = sorted(name[:-len(".idx")] for name in os.listdir(data)
+                   if name.startswith(f"{split}.{lang}-") and name.endswith(f".{lang}.idx"))
+    if len(found) != 1:
+        sys.exit(f"fairseq-ctx-adversarial: found {found or 'no'} binarized '{lang}' files for split '{split}' in {data}; "
+                 f"pass -t/--target-lang")
+    return found[0]
+
+
+def _shuffle_text(data: str, target: str, split: str, lang: str, tgt: Optional[str], rng: np.random.Generator) -> List[str]:
     from fairseq.data import indexed_dataset
 
-    stem = f"{split}.{lang}-{tgt}.{lang}"
+    stem = _extra_source_stem(data, split, lang, tgt)
     dataset = indexed_dataset.MMapIndexedDataset(os.path.join(data, stem))
     builder = indexed_dataset.MMapIndexedDatasetBuilder(os.path.join(target, stem + ".bin"), dtype=dataset._index.dtype)
     for index in rng.permutation(len(dataset)):
@@ -56,8 +68,9 @@ def decode(data: str, args, extra: List[str]) -> Dict[str, float]:
                "--beam", str(args.beam), "--batch-size", str(args.batch_size), "--required-batch-size-multiple", "1",
                "--feature-inputs", args.feature_inputs, "--extra-source-langs", args.extra_source_langs,
                "--extra-source-dict", args.extra_source_dict, *extra]
-    if args.source_lang:
-        command += ["--source-lang", args.source_lang, "--target-lang", args.target_lang]
+    for flag, value in (("--source-lang", args.source_lang), ("--target-lang", args.target_lang)):
+        if value:
+            command += [flag, value]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"fairseq-ctx-adversarial: fairseq-generate failed:\n{result.stderr[-3000:]}")
@@ -82,8 +95,9 @@ def main(argv=None) -> None:
     parser.add_argument("--feature-inputs", default="")
     parser.add_argument("--extra-source-langs", default="")
     parser.add_argument("--extra-source-dict", default="shared")
-    parser.add_argument("--source-lang")
-    parser.add_argument("--target-lang")
+    parser.add_argument("-s", "--source-lang")
+    parser.add_argument("-t", "--target-lang", help="needed to find an extra source's binaries when the data "
+                        "directory holds several {split}.{lang}-{tgt}.{lang} pairs")
     parser.add_argument("--shuffle", help="comma-separated inputs to shuffle (default: every auxiliary input)")
     parser.add_argument("--key", help="answer key (expected|alternatives per line) for the ambiguous-word accuracy")
     parser.add_argument("--beam", type=int, default=5)
@@ -101,7 +115,7 @@ def main(argv=None) -> None:
             if name in features:
                 skip = _shuffle_feature(args.data, tmp, args.gen_subset, name, rng)
             elif name in langs:
-                skip = _shuffle_text(args.data, tmp, args.gen_subset, name, args.target_lang or "", rng)
+                skip = _shuffle_text(args.data, tmp, args.gen_subset, name, args.target_lang, rng)
             else:
                 sys.exit(f"fairseq-ctx-adversarial: '{name}' is not in --feature-inputs or --extra-source-langs")
             _link_data_dir(args.data, tmp, skip)

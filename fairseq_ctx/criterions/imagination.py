@@ -15,6 +15,9 @@ from torch import Tensor, nn
 from fairseq_ctx.data.feature_file import FeatureInputError
 
 
+SUPPORTED_ARCHS = ("hierarchical_attention_decoder", "hierarchical_attention_decoder_big", "multisource_rnn")
+
+
 @dataclass
 class ImaginationCriterionConfig(LabelSmoothedCrossEntropyCriterionConfig):
     imagination_input: str = field(
@@ -35,7 +38,8 @@ class ImaginationHead(nn.Module):
         self.margin = margin
 
     def forward(self, states: Tensor, padding_mask: Tensor, image: Tensor) -> Tensor:
-        summed = states.float().masked_fill(padding_mask.t().unsqueeze(-1), 0.0).sum(0)
+        """states (B, S, C), padding_mask (B, S), image (B, d) or (B, R, d)."""
+        summed = states.float().masked_fill(padding_mask.unsqueeze(-1), 0.0).sum(1)
         with torch.autocast(device_type=summed.device.type, enabled=False):
             predicted = self.predict.float()(summed)
         target = image.float().mean(1) if image.dim() == 3 else image.float()
@@ -48,7 +52,9 @@ class ImaginationHead(nn.Module):
 @register_criterion("imagination", dataclass=ImaginationCriterionConfig)
 class ImaginationCriterion(LabelSmoothedCrossEntropyCriterion):
     """Multi-task MT + imagination: image features are needed at training time only; the model
-    itself is text-only (e.g. ``--arch hierarchical_attention_decoder`` without --feature-inputs)."""
+    itself is text-only (``--arch hierarchical_attention_decoder`` or ``multisource_rnn`` without
+    --feature-inputs). The head reads the source sentence's encoder states (Transformer states,
+    or the RNN's BiGRU states of size 2H)."""
 
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
                  imagination_input="img", imagination_weight=1.0, imagination_margin=0.1, imagination_hidden_dim=512):
@@ -59,9 +65,15 @@ class ImaginationCriterion(LabelSmoothedCrossEntropyCriterion):
                 f"--criterion imagination predicts '{imagination_input}': use --task multimodal_translation "
                 f"--auxiliary-loss-inputs {imagination_input} (file {{split}}.{imagination_input}.npy)"
             )
+        if getattr(task, "source_state_dim", None) is None:
+            raise ValueError(
+                f"--criterion imagination reads the encoder's source states, which --arch "
+                f"{getattr(task, 'model_arch', None) or '?'} does not expose; supported: {', '.join(SUPPORTED_ARCHS)} "
+                f"(with --task multimodal_translation)"
+            )
         self.imagination_input = imagination_input
         self.imagination_weight = imagination_weight
-        self.head = ImaginationHead(task.encoder_embed_dim, imagination_hidden_dim,
+        self.head = ImaginationHead(task.source_state_dim, imagination_hidden_dim,
                                     task.feature_dim(imagination_input), imagination_margin)
 
     def forward(self, model, sample, reduce=True):
@@ -71,10 +83,8 @@ class ImaginationCriterion(LabelSmoothedCrossEntropyCriterion):
         net_output = model.decoder(net_input["prev_output_tokens"], encoder_out=encoder_out,
                                    src_lengths=net_input["src_lengths"])
         loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
-        source_len = net_input["src_tokens"].size(1)
-        image_loss = self.head(encoder_out["encoder_out"][0][:source_len],
-                               encoder_out["encoder_padding_mask"][0][:, :source_len],
-                               net_input["aux_inputs"][self.imagination_input])
+        states, padding_mask = model.encoder.source_states(encoder_out)
+        image_loss = self.head(states, padding_mask, net_input["aux_inputs"][self.imagination_input])
         loss = loss + self.imagination_weight * image_loss
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {

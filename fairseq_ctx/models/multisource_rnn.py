@@ -1,6 +1,6 @@
 """Architecture ``multisource_rnn``: BiGRU encoders + conditional-GRU decoder with Bahdanau
 attention over several inputs (SPEC §4, Libovický 2019 §5.1)."""
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -63,6 +63,14 @@ class MultiSourceRNNEncoder(FairseqEncoder):
                 states.append(h)
                 masks.append(m)
         return {"states": states, "masks": masks}
+
+    @property
+    def source_state_dim(self) -> int:
+        return 2 * self.source.rnn.hidden_size
+
+    def source_states(self, encoder_out) -> Tuple[Tensor, Tensor]:
+        """The source sentence's BiGRU states (B, S, 2H) and padding mask (B, S)."""
+        return encoder_out["states"][0], encoder_out["masks"][0]
 
     def reorder_encoder_out(self, encoder_out, new_order: Tensor):
         return {key: [x.index_select(0, new_order) for x in value] for key, value in encoder_out.items()}

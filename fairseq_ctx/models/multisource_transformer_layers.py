@@ -1,5 +1,5 @@
 """Encoder and decoder of the ``hierarchical_attention_decoder`` architectures (SPEC §4)."""
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from fairseq.models import FairseqEncoder
@@ -139,6 +139,15 @@ class MultiSourceEncoder(FairseqEncoder):
         out["encoder_padding_mask"] = [torch.cat(masks, 1)]
         out["input_sizes"] = [s.size(0) for s in states]
         return out
+
+    @property
+    def source_state_dim(self) -> int:
+        return self.cfg.encoder.embed_dim
+
+    def source_states(self, encoder_out: Dict[str, List[Tensor]]) -> Tuple[Tensor, Tensor]:
+        """The source sentence's states (B, S, C) and padding mask (B, S), auxiliary inputs left out."""
+        length = encoder_out["input_sizes"][0]
+        return encoder_out["encoder_out"][0][:length].transpose(0, 1), encoder_out["encoder_padding_mask"][0][:, :length]
 
     @torch.jit.export
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):

@@ -3,7 +3,7 @@ extra source languages) for the multi-source decoders of SPEC §4."""
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from fairseq import utils
 from fairseq.data import Dictionary, data_utils
@@ -67,6 +67,21 @@ class MultimodalTranslationTask(TranslationTask):
                 self.extra_dicts[lang] = src_dict
         self.loaded_inputs: Dict[str, Dict[str, Tuple[int, int]]] = {}
         self.model_inputs: List[AuxInput] = []
+        self.model_arch: Optional[str] = None
+        self.source_state_dim: Optional[int] = None  # size of the encoder's source states, for training losses
+
+    @classmethod
+    def setup_task(cls, cfg: MultimodalTranslationConfig, **kwargs):
+        """As :class:`TranslationTask`, but without -s/-t the pair is inferred from the binaries
+        that are not an extra source's (``{split}.fr-de.fr`` would otherwise pass for the pair)."""
+        if cfg.source_lang is None or cfg.target_lang is None:
+            extra = set(_names(cfg.extra_source_langs))
+            pairs = sorted({tuple(name.split(".")[1].split("-")) for name in os.listdir(utils.split_paths(cfg.data)[0])
+                            if name.endswith(".idx") and name.count(".") >= 3 and name.split(".")[1].count("-") == 1})
+            pairs = [pair for pair in pairs if pair[0] not in extra]
+            if len(pairs) == 1:
+                cfg.source_lang, cfg.target_lang = pairs[0]
+        return super().setup_task(cfg, **kwargs)
 
     @property
     def data_dir(self) -> str:
@@ -147,8 +162,10 @@ class MultimodalTranslationTask(TranslationTask):
                 cfg.aux_input_spec = format_spec(self.model_inputs)
         for split in self.loaded_inputs:
             self._check_split_against_model(split)
-        self.encoder_embed_dim = cfg.encoder_embed_dim
-        return super().build_model(cfg, from_checkpoint)
+        model = super().build_model(cfg, from_checkpoint)
+        self.model_arch = getattr(cfg, "arch", None) or getattr(cfg, "_name", "?")
+        self.source_state_dim = getattr(model.encoder, "source_state_dim", None)
+        return model
 
     def feature_dim(self, name: str) -> int:
         """Dimension of a dense input, from the training split's file header."""
