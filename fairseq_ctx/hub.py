@@ -17,10 +17,11 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 import torch
-from fairseq import checkpoint_utils, utils
+from fairseq import utils
 from fairseq.data import LanguagePairDataset
 
 import fairseq_ctx  # noqa: F401  (registers the task and the archs, allow-lists checkpoint classes)
+from fairseq_ctx.checkpoint_loading import load_ensemble
 from fairseq_ctx.data.context_dataset import ContextTranslationDataset
 
 
@@ -184,7 +185,7 @@ def load(checkpoint: str, checkpoint_file: str = "checkpoint_best.pt", data: Opt
     if data is None and glob.glob(os.path.join(directory, "dict.*.txt")):
         data = directory
     overrides = {"data": data} if data else {}
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+    models, _, task = load_ensemble(path, ["context_translation"], "fairseq_ctx.hub.load", overrides)
     use_cuda = torch.cuda.is_available() and not cpu
     for model in models:
         model.eval()

@@ -1,7 +1,8 @@
 """Must-show 3 (issue 7): training interrupted after K updates and restarted from
 checkpoint_last.pt with stock fairseq-train continues exactly like an uninterrupted run with the
 same seed (per-update losses equal within the log's rounding). Parametrised over every plugin arch;
-by default only hmce and tmde run, the rest carry the ``full_matrix`` marker (``make test-full``)."""
+by default hmce, tmde and the multi-source hierarchical_attention_decoder (text + image features)
+run, the rest carry the ``full_matrix`` marker (``make test-full``)."""
 import shutil
 
 import pytest
@@ -10,9 +11,10 @@ from production_matrix import TASK_FIXTURES, arch_params, fairseq_train, finish,
 
 K = 3
 TOLERANCE = 2e-3  # fairseq's JSON log rounds losses to 3 decimals
+DEFAULT_ARCHS = ["hmce", "tmde", "hierarchical_attention_decoder"]
 
 
-@pytest.mark.parametrize("task,arch", arch_params(["hmce", "tmde"], pytest.mark.full_matrix))
+@pytest.mark.parametrize("task,arch", arch_params(DEFAULT_ARCHS, pytest.mark.full_matrix))
 def test_restart_from_checkpoint_last_continues_the_uninterrupted_run(task, arch, request, tmp_path):
     data = request.getfixturevalue(TASK_FIXTURES[task].data_fixture)
     interrupted, uninterrupted = tmp_path / "interrupted", tmp_path / "uninterrupted"

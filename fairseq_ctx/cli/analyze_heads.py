@@ -33,11 +33,9 @@ logger = logging.getLogger("fairseq_ctx.analyze_heads")
 
 def load(path: str, data: str, task_overrides: Dict[str, object]):
     import fairseq_ctx  # noqa: F401  (registers our task/archs, allow-lists checkpoint classes)
-    from fairseq import checkpoint_utils
+    from fairseq_ctx.checkpoint_loading import load_ensemble
 
-    if not os.path.exists(path):
-        raise SystemExit(f"error: checkpoint {path} does not exist")
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data, **task_overrides})
+    models, cfg, task = load_ensemble(path, None, "fairseq-ctx-analyze-heads --path", {"data": data, **task_overrides})
     model = models[0].float().eval()
     return model, task
 

@@ -15,7 +15,8 @@ import os
 from typing import Dict, List
 
 import torch
-from fairseq import checkpoint_utils
+
+from fairseq_ctx.checkpoint_loading import load_ensemble
 
 QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
             "serial": "context-vector norm share", "parallel": "context-vector norm share",
@@ -80,7 +81,7 @@ def main(argv=None) -> None:
 
     overrides = {"data": args.data, "feature_inputs": args.feature_inputs, "extra_source_langs": args.extra_source_langs,
                  "extra_source_dict": args.extra_source_dict}
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
+    models, cfg, task = load_ensemble(args.path, ["multimodal_translation"], "fairseq-ctx-attention-plot --path", overrides)
     model = models[0].eval()
     task.load_dataset(args.gen_subset)
     dataset = task.datasets[args.gen_subset]

@@ -10,10 +10,10 @@ from typing import Iterator, List
 
 import numpy as np
 import torch
-from fairseq import checkpoint_utils
 from fairseq.data import data_utils
 
 import fairseq_ctx  # noqa: F401  (registers the task and archs)
+from fairseq_ctx.checkpoint_loading import load_ensemble
 
 
 def token_batches(lengths: List[int], max_tokens: int) -> Iterator[List[int]]:
@@ -35,7 +35,7 @@ class Embedder:
     def __init__(self, path: str, lang: str, data: str = None, spm: str = None, max_doc_tokens: int = 750,
                  cpu: bool = True):
         overrides = {"data": data} if data else None
-        models, _, self.task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+        models, _, self.task = load_ensemble(path, ["multilingual_embedding"], "fairseq-ctx-embed --path", overrides)
         self.task.check_language(lang)
         self.model = models[0].eval()
         self.use_cuda = torch.cuda.is_available() and not cpu

@@ -17,6 +17,8 @@ class MultiSourceTransformer(TransformerModel):
     it is the plain Transformer (same parameters up to the names mapped by
     :func:`transformer_state_to_multisource`)."""
 
+    task_name = "multimodal_translation"  # checked by the tasks (fairseq_ctx.tasks.model_family)
+
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)

@@ -81,6 +81,8 @@ class EmbeddingConditionedLSTMDecoder(FairseqDecoder):
 class LaserModel(FairseqEncoderDecoderModel):
     """LASER: BiLSTM encoder with max-pooling, LSTM decoder fed [token; embedding; language]."""
 
+    task_name = "multilingual_embedding"  # checked by the tasks (fairseq_ctx.tasks.model_family)
+
     @staticmethod
     def add_args(parser):
         parser.add_argument("--encoder-embed-dim", type=int, help="token embedding size of the encoder")

@@ -141,6 +141,8 @@ class MultiSourceRNNDecoder(FairseqIncrementalDecoder):
 class MultiSourceRNN(FairseqEncoderDecoderModel):
     """RNN multi-source / multimodal translation with concat, flat or hierarchical attention."""
 
+    task_name = "multimodal_translation"  # checked by the tasks (fairseq_ctx.tasks.model_family)
+
     @staticmethod
     def add_args(parser):
         parser.add_argument("--encoder-embed-dim", type=int, help="source embedding size (thesis 300)")

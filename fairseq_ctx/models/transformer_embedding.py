@@ -58,6 +58,8 @@ class EmbeddingTransformerEncoder(TransformerEncoderBase):
 class TransformerMDE(TransformerModel):
     """T-MDE family: shared encoder, small decoder, sentence embedding ``embed()`` (SPEC §5)."""
 
+    task_name = "multilingual_embedding"  # checked by the tasks (fairseq_ctx.tasks.model_family)
+
     @staticmethod
     def add_args(parser):
         TransformerModel.add_args(parser)

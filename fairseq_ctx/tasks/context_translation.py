@@ -11,6 +11,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_ctx.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.data.docids import DocumentIdError, docids_path, read_docids
+from fairseq_ctx.tasks.model_family import check_model_family
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class ContextTranslationTask(TranslationTask):
             dataset.document_span = self.document_span
 
     def build_model(self, cfg, from_checkpoint: bool = False):
+        check_model_family(cfg, "context_translation")
         model = super().build_model(cfg, from_checkpoint)
         if self.cfg.context_size > 0 and not _accepts_context(model):
             raise ValueError(

@@ -13,6 +13,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from fairseq_ctx.data.feature_file import FeatureFile, FeatureInputError, feature_path, open_features
 from fairseq_ctx.data.multimodal_dataset import MultimodalTranslationDataset
 from fairseq_ctx.models.aux_input_spec import AuxInput, format_spec, parse_spec
+from fairseq_ctx.tasks.model_family import check_model_family
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class MultimodalTranslationTask(TranslationTask):
                 )
 
     def build_model(self, cfg, from_checkpoint: bool = False):
+        check_model_family(cfg, "multimodal_translation")
         if from_checkpoint or getattr(cfg, "aux_input_spec", None):
             self.model_inputs = parse_spec(getattr(cfg, "aux_input_spec", "") or "")
             expected = sorted(s.name for s in self.model_inputs)

@@ -11,6 +11,8 @@ class ContextTransformerModel(TransformerModel):
     fairseq namespace) and fairseq's standard decoder (incremental beam search unchanged).
     The context enters through ``net_input["context_tokens"]`` / ``["context_index"]``."""
 
+    task_name = "context_translation"  # checked by the tasks (fairseq_ctx.tasks.model_family)
+
     encoder_class = None
     config_class = None  # a FairseqDataclass of the model's own options, added to the parser
 

@@ -1,0 +1,124 @@
+"""Bad checkpoints (issue 7, must-show 4): an unreadable file and a checkpoint of another arch,
+given to stock fairseq (generate --path, train --restore-file) and to our code (hub, tools,
+--pretrained-sentence-checkpoint). Our code stops before building anything with an error naming
+the file, what is wrong and the fix; for stock fairseq the test pins the error users get (the
+rows of docs/data-formats.md)."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq_cli import train
+
+from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_fairseq_cli, run_tool
+from embedding_helpers import TINY_TRANSFORMER
+from fairseq_ctx import hub
+from fairseq_ctx.checkpoint_loading import CheckpointError
+from fairseq_ctx.cli.embed import Embedder
+
+TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--cpu", "--seed", "1",
+         "--no-epoch-checkpoints", "--disable-validation", "--log-format", "none", "--no-save-optimizer-state"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tiny_data, multilingual_data, tmp_path_factory) -> dict:
+    """One update of hmce, of a 16-dim sentence-level transformer and of tmde, each with stock
+    fairseq-train; plus a truncated copy of the hmce checkpoint."""
+    work = tmp_path_factory.mktemp("bad_checkpoints")
+    context = [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation"]
+    runs = {
+        "hmce": [*context, "--arch", "hmce", *TINY_MODEL],
+        "small_transformer": [*context, "--context-size", "0", "--arch", "transformer", *TINY_MODEL,
+                              "--encoder-embed-dim", "16", "--decoder-embed-dim", "16"],
+        "tmde": [str(multilingual_data), "--user-dir", USER_DIR, "--task", "multilingual_embedding", "--lang-pairs",
+                 EMBEDDING_PAIRS, "--arch", "tmde", *TINY_TRANSFORMER, "--criterion", "distance_constraint"],
+    }
+    paths = {}
+    for name, args in runs.items():
+        run_fairseq_cli(train.cli_main, [*args, *TRAIN, "--save-dir", str(work / name)])
+        paths[name] = work / name / "checkpoint_last.pt"
+    data = paths["hmce"].read_bytes()
+    paths["truncated"] = work / "truncated.pt"
+    paths["truncated"].write_bytes(data[: len(data) // 2])
+    return paths
+
+
+def generate(data: Path, checkpoint: Path):
+    return run_tool(["fairseq-generate", str(data), "--user-dir", USER_DIR, "--task", "context_translation",
+                     "--path", str(checkpoint), "--gen-subset", "test", "--cpu", "--beam", "1"], check=False)
+
+
+def test_generate_with_a_truncated_checkpoint_fails_in_torch_load(tiny_data, checkpoints):
+    result = generate(tiny_data, checkpoints["truncated"])
+    assert result.returncode != 0
+    assert "PytorchStreamReader failed reading zip archive: failed finding central directory" in result.stderr
+    assert "H-" not in result.stdout
+
+
+def test_restore_file_truncated_fails_before_training(tiny_data, checkpoints, tmp_path):
+    result = run_tool(["fairseq-train", str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+                       "--arch", "hmce", *TINY_MODEL, *TRAIN, "--save-dir", str(tmp_path),
+                       "--restore-file", str(checkpoints["truncated"])], check=False)
+    assert result.returncode != 0
+    assert "PytorchStreamReader failed reading zip archive: failed finding central directory" in result.stderr
+    assert "num_updates" not in result.stdout + result.stderr and not any(tmp_path.glob("*.pt"))
+
+
+def test_generate_with_a_checkpoint_of_another_task_names_the_arch(tiny_data, checkpoints):
+    result = generate(tiny_data, checkpoints["tmde"])
+    assert result.returncode != 0
+    assert "--arch tmde is a multilingual_embedding model" in result.stderr
+    assert "H-" not in result.stdout
+
+
+def test_hub_refuses_an_unreadable_checkpoint(checkpoints):
+    with pytest.raises(CheckpointError) as error:
+        hub.load(str(checkpoints["truncated"]))
+    message = str(error.value)
+    assert str(checkpoints["truncated"]) in message and "cannot read checkpoint" in message
+    assert "truncated or corrupt" in message and "checkpoint_last.pt" in message
+
+
+def test_hub_refuses_a_checkpoint_of_another_task(checkpoints):
+    with pytest.raises(CheckpointError, match=r"is a --task multilingual_embedding model \(--arch tmde\), but this "
+                                              r"needs a checkpoint trained with --task context_translation"):
+        hub.load(str(checkpoints["tmde"]))
+
+
+def test_hub_refuses_a_torch_file_that_is_not_a_fairseq_checkpoint(tmp_path):
+    path = tmp_path / "weights.pt"
+    torch.save({"encoder.weight": torch.zeros(2)}, path)
+    with pytest.raises(CheckpointError, match=r"weights\.pt is a torch file but not a fairseq checkpoint"):
+        hub.load(str(path))
+
+
+def test_embed_tool_refuses_unreadable_and_other_task_checkpoints(checkpoints, tmp_path):
+    text = tmp_path / "input.txt"
+    text.write_text("a b c\n")
+    command = ["fairseq-ctx-embed", "--lang", "xa", "--input", str(text), "--output", str(tmp_path / "out.npy")]
+    result = run_tool([*command, "--path", str(checkpoints["truncated"])], check=False)
+    assert result.returncode != 0
+    assert f"fairseq-ctx-embed --path: cannot read checkpoint {checkpoints['truncated']}" in result.stderr
+    with pytest.raises(CheckpointError, match=r"is a --task context_translation model \(--arch hmce\)"):
+        Embedder(str(checkpoints["hmce"]), "xa")
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_pretrained_sentence_checkpoint_unreadable(tiny_data, checkpoints):
+    with pytest.raises(CheckpointError, match=r"--pretrained-sentence-checkpoint: cannot read checkpoint .*truncated\.pt"):
+        build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(checkpoints["truncated"])])
+
+
+def test_pretrained_sentence_checkpoint_with_other_dimensions(tiny_data, checkpoints):
+    with pytest.raises(CheckpointError) as error:
+        build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(checkpoints["small_transformer"])])
+    message = str(error.value)
+    assert str(checkpoints["small_transformer"]) in message and "tensors differ in shape" in message
+    assert re.search(r"\(checkpoint vs model: encoder\.embed_tokens\.weight \(\d+, 16\) vs \(\d+, 32\)", message)
+    assert "--encoder-embed-dim" in message
+
+
+def test_pretrained_sentence_checkpoint_of_another_task(tiny_data, checkpoints):
+    with pytest.raises(CheckpointError, match=r"is a --task multilingual_embedding model \(--arch tmde\), but this "
+                                              r"needs a checkpoint trained with --task translation or context_translation"):
+        build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(checkpoints["tmde"])])
