@@ -257,7 +257,7 @@ def test_loss_terms_of_half_inputs_are_computed_in_float32(term, dtype):
 def test_imagination_term_of_half_states_is_computed_in_float32(dtype):
     torch.manual_seed(0)
     head = ImaginationHead(512, 64, FEATURE_DIM, margin=0.1)
-    states = 60 * torch.randn(30, 4, 512)
+    states = 60 * torch.randn(4, 30, 512)
     padding = torch.zeros(4, 30, dtype=torch.bool)
     padding[1, 20:] = True
     image = resnet_pool_features(4)
