@@ -52,8 +52,10 @@ class HierarchicalContextTransformer(ContextTransformerModel):
         (``--train-length-chunks``): each chunk's encoder and decoder pass is cut to its own
         longest sentence; the logits are reassembled in batch order, zeros at padding."""
         pad = self.decoder.padding_idx
-        lengths = torch.maximum(src_tokens.ne(pad).sum(dim=1), prev_output_tokens.ne(pad).sum(dim=1))
-        chunks = length_chunks(lengths, self.train_length_chunks) if self.training else None
+        chunks = None
+        if self.training and self.train_length_chunks > 1:
+            lengths = torch.maximum(src_tokens.ne(pad).sum(dim=1), prev_output_tokens.ne(pad).sum(dim=1))
+            chunks = length_chunks(lengths, self.train_length_chunks)
         if chunks is None:
             return super().forward(
                 src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
