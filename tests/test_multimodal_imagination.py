@@ -83,3 +83,25 @@ def test_imagination_refuses_an_arch_without_source_states_before_training(multi
     with pytest.raises(ValueError, match="--arch transformer does not expose; supported: hierarchical_attention_decoder, "
                                          "hierarchical_attention_decoder_big, multisource_rnn"):
         task.build_criterion(cfg.criterion)
+
+
+def test_imagination_head_in_half_precision_stays_half_and_computes_in_float32():
+    from fairseq_ctx.criterions.imagination import ImaginationHead
+
+    torch.manual_seed(0)
+    reference = ImaginationHead(encoder_dim=8, hidden_dim=16, image_dim=12, margin=0.5)
+    head = ImaginationHead(encoder_dim=8, hidden_dim=16, image_dim=12, margin=0.5)
+    head.load_state_dict(reference.state_dict())
+    head.half()
+    states = torch.randn(4, 5, 8)
+    padding = torch.zeros(4, 5, dtype=torch.bool)
+    padding[1, 3:] = True
+    image = torch.randn(4, 7, 12) * 100  # features beyond fp16's comfortable range once summed
+    loss = head(states.half(), padding, image.half())
+    loss.backward()
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert all(p.dtype == torch.float16 and p.grad is not None and torch.isfinite(p.grad).all() for p in head.parameters())
+    rounded = ImaginationHead(encoder_dim=8, hidden_dim=16, image_dim=12, margin=0.5)
+    rounded.load_state_dict({k: v.float() for k, v in head.state_dict().items()})
+    expected = rounded(states.half().float(), padding, image.half().float())
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)

@@ -37,11 +37,19 @@ class ImaginationHead(nn.Module):
         self.predict = nn.Sequential(nn.Linear(encoder_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, image_dim))
         self.margin = margin
 
+    def predict_float32(self, summed: Tensor) -> Tensor:
+        """The MLP of eq. 5.17 in float32 whatever the dtype of its parameters (half under
+        fairseq's --fp16), without converting the module: gradients reach the parameters in
+        their own dtype."""
+        hidden, output = self.predict[0], self.predict[2]
+        hidden_state = F.relu(F.linear(summed, hidden.weight.float(), hidden.bias.float()))
+        return F.linear(hidden_state, output.weight.float(), output.bias.float())
+
     def forward(self, states: Tensor, padding_mask: Tensor, image: Tensor) -> Tensor:
         """states (B, S, C), padding_mask (B, S), image (B, d) or (B, R, d)."""
         summed = states.float().masked_fill(padding_mask.unsqueeze(-1), 0.0).sum(1)
         with torch.autocast(device_type=summed.device.type, enabled=False):
-            predicted = self.predict.float()(summed)
+            predicted = self.predict_float32(summed)
         target = image.float().mean(1) if image.dim() == 3 else image.float()
         contrast = target.roll(1, dims=0)
         distance = 1 - F.cosine_similarity(predicted, target, dim=-1)
