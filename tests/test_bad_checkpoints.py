@@ -122,3 +122,23 @@ def test_pretrained_sentence_checkpoint_of_another_task(tiny_data, checkpoints):
     with pytest.raises(CheckpointError, match=r"is a --task multilingual_embedding model \(--arch tmde\), but this "
                                               r"needs a checkpoint trained with --task translation or context_translation"):
         build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(checkpoints["tmde"])])
+
+
+def test_attention_plot_refuses_a_checkpoint_of_another_task(tiny_data, checkpoints, tmp_path):
+    out = tmp_path / "attention"
+    result = run_tool(["fairseq-ctx-attention-plot", str(tiny_data), "--path", str(checkpoints["hmce"]),
+                       "--out", str(out)], check=False)
+    assert result.returncode != 0
+    assert "fairseq-ctx-attention-plot --path" in result.stderr
+    assert "is a --task context_translation model (--arch hmce)" in result.stderr
+    assert "multimodal_translation" in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_analyze_heads_refuses_an_unreadable_checkpoint(tiny_data, checkpoints, tmp_path):
+    out = tmp_path / "heads"
+    result = run_tool(["fairseq-ctx-analyze-heads", str(tiny_data), "--path", str(checkpoints["truncated"]),
+                       "--output-dir", str(out)], check=False)
+    assert result.returncode != 0
+    assert f"fairseq-ctx-analyze-heads --path: cannot read checkpoint {checkpoints['truncated']}" in result.stderr
+    assert not out.exists() or not list(out.iterdir())
