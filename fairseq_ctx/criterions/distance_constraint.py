@@ -46,11 +46,11 @@ class DistanceConstraintConfig(LabelSmoothedCrossEntropyCriterionConfig):
         metadata={"help": "train plain T-MDE (l = l_mt, no target pass) before this update, eq. 4.21 after it "
                   "(the thesis' §4.5.1 adaptation: T-MDE first, then cT-MDE on top; 0 = from the start)"},
     )
-    distance_target_grad: bool = field(
-        default=True,
-        metadata={"help": "back-propagate through the target side's embedding P^(b) (eq. 4.18-4.21); "
-                  "--no-distance-target-grad embeds the targets under no_grad (P^(b) is a constant: "
-                  "cheaper, the constraint then moves P^(a) only; mde variant)"},
+    distance_detach_target: bool = field(
+        default=False,
+        metadata={"help": "embed the targets under no_grad: P^(b) is a constant, so the constraint moves P^(a) "
+                  "only and the target pass costs a forward alone (a deviation; eq. 4.18-4.21 back-propagate "
+                  "through both sides, the default; mde variant)"},
     )
 
 
@@ -102,13 +102,13 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
     ``--distance-reduction sentence`` (default) eq. 4.21 is summed over sentences as written,
     l_mt^{a→b} being the sentence's summed token loss; ``token`` scales the distance terms by
     tokens per sentence, i.e. weighs them against the token-averaged l_mt.
-    ``--distance-start-update`` and ``--no-distance-target-grad`` are documented deviations.
+    ``--distance-start-update`` and ``--distance-detach-target`` are documented deviations.
     """
 
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
                  distance_beta=0.25, distance_lambda=1.0, distance_margin=0.5, distance_negatives=40,
                  distance_epsilon=1e-6, distance_variant="mde", distance_normalizer="all-pairs", distance_reduction="sentence",
-                 distance_start_update=0, distance_target_grad=True):
+                 distance_start_update=0, distance_detach_target=False):
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         if distance_negatives < 0:
             raise ValueError(f"--distance-negatives must be >= 0, got {distance_negatives}")
@@ -121,7 +121,7 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
         self.normalizer = str(distance_normalizer)
         self.reduction = str(distance_reduction)
         self.start_update = distance_start_update
-        self.target_grad = distance_target_grad
+        self.detach_target = distance_detach_target
         self.num_updates = 0
 
     def set_num_updates(self, num_updates: int) -> None:
@@ -129,7 +129,7 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
         self.num_updates = num_updates
 
     def _embed_targets(self, model, target_input: Dict[str, Tensor]) -> Tensor:
-        if self.target_grad:
+        if not self.detach_target:
             return model.embed(**target_input)
         with torch.no_grad():
             return model.embed(**target_input)
