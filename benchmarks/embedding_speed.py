@@ -12,7 +12,7 @@ import resource
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
 import torch
 from fairseq import options, tasks
@@ -47,23 +47,39 @@ def build(data: Path, arch: str, extra: Sequence[str]):
     return task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
 
 
-def train_wps(data: Path, arch: str, extra: Sequence[str], steps: int, clock: Callable[[], float]) -> tuple:
-    task, model, criterion = build(data, arch, extra)
+class Trainer:
+    """One model, its criterion and optimizer, timed step by step on the shared batches."""
+
+    def __init__(self, data: Path, arch: str, extra: Sequence[str]):
+        task, self.model, self.criterion = build(data, arch, extra)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        self.model.train()
+        self.params = sum(p.numel() for p in self.model.parameters())
+        self.words, self.seconds = 0, 0.0
+
+    def step(self, sample, clock: Callable[[], float], timed: bool) -> None:
+        start = clock()
+        self.optimizer.zero_grad()
+        self.criterion(self.model, sample)[0].backward()
+        self.optimizer.step()
+        if timed:
+            self.seconds += clock() - start
+            self.words += sample["ntokens"]
+
+
+def train_wps(data: Path, models: Dict[str, tuple], steps: int, clock: Callable[[], float]) -> Dict[str, tuple]:
+    """Training words/s of every model. The models take turns on each batch (round robin), so a
+    change in the machine's load during the run affects all of them alike; 3 untimed warm-up steps."""
+    trainers = {name: Trainer(data, arch, extra) for name, (arch, extra) in models.items()}
+    task = next(iter(trainers.values())).criterion.task
     task.load_dataset("train")
     dataset = task.datasets["train"]
     batches = [dataset.collater([dataset[i] for i in b])
                for b in dataset.batch_by_size(dataset.ordered_indices(), max_tokens=2000)[:steps + 3]]
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    model.train()
-    words, start = 0, None
-    for step, sample in enumerate(batches):
-        if step == 3:
-            start, words = clock(), 0
-        optimizer.zero_grad()
-        criterion(model, sample)[0].backward()
-        optimizer.step()
-        words += sample["ntokens"]
-    return words / (clock() - start), sum(p.numel() for p in model.parameters())
+    for index, sample in enumerate(batches):
+        for trainer in trainers.values():
+            trainer.step(sample, clock, timed=index >= 3)
+    return {name: (t.words / t.seconds, t.params) for name, t in trainers.items()}
 
 
 def peak_rss_mb() -> float:
@@ -89,7 +105,7 @@ def embedding_throughput(data: Path, raw: Path, work: Path, counts: List[int], c
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--lines", type=int, default=100000)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall: time.perf_counter; cpu: time.process_time (robust on a shared machine)")
@@ -103,12 +119,10 @@ def main() -> None:
         write_multilingual_corpus(str(root / "raw"), MultilingualSizes(200, 10, 60), seed=3)
         data = binarize_multilingual(root / "raw", root / "data-bin", PAIRS.split(","), ["pa", "pb", "xa"])
         embedding_throughput(data, root / "raw", root, [args.lines // 10, args.lines], clock)
-        results = {name: train_wps(data, arch, extra, args.steps, clock)
-                   for name, arch, extra in [("tmde", "tmde", PLAIN),
-                                             ("tmde + distance_constraint", "tmde", []),
-                                             ("tmde + distance_constraint, detached target", "tmde",
-                                              ["--distance-detach-target"]),
-                                             ("laser_bilstm", "laser_bilstm", PLAIN)]}
+        results = train_wps(data, {"tmde": ("tmde", PLAIN),
+                                   "tmde + distance_constraint": ("tmde", []),
+                                   "tmde + distance_constraint, detached target": ("tmde", ["--distance-detach-target"]),
+                                   "laser_bilstm": ("laser_bilstm", PLAIN)}, args.steps, clock)
         print("| model | params | train words/s | relative to tmde |\n|---|---|---|---|")
         base = results["tmde"][0]
         for name, (wps, params) in results.items():

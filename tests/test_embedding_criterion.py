@@ -138,3 +138,25 @@ def test_pair_sampling_strategies():
     assert (temperature[:, 0] == 1).sum() == round(110 * 10 ** 0.5 / (100 ** 0.5 + 10 ** 0.5))
     natural = sample_pair_rows([100, 10], "natural", 5.0, seed=1)
     assert sorted(map(tuple, natural)) == [(0, i) for i in range(100)] + [(1, i) for i in range(10)]
+
+
+@pytest.mark.parametrize("normalizer", ["parallel", "all-pairs"])
+def test_distance_terms_equal_the_direct_difference_form_with_gradients(normalizer):
+    """The (B, B) matmul form of the negatives' distances equals ‖P_a − P_b[neg]‖² computed from the
+    (B, N, d) differences, values and gradients, at a realistic embedding scale."""
+    torch.manual_seed(0)
+    p_a, p_b = (3 * torch.randn(64, 32)).requires_grad_(), (3 * torch.randn(64, 32)).requires_grad_()
+    negatives = sample_negatives(64, 40, "cpu")
+    terms = mde_distance_terms(p_a, p_b, negatives, 0.5, 1e-6, normalizer)
+    if normalizer == "all-pairs":
+        v_norm = torch.cdist(p_a, p_b).pow(2).mean()
+    else:
+        v_norm = (p_a - p_b).norm(dim=-1).mean()
+    d_p = (p_a - p_b).pow(2).sum(-1) / (v_norm + 1e-6)
+    d_n = (p_a.unsqueeze(1) - p_b[negatives]).pow(2).sum(-1) / (v_norm + 1e-6)
+    delta = torch.relu(0.5 - (d_n - d_p.unsqueeze(1)))
+    fast = torch.autograd.grad((terms["d_p"].sum() + terms["delta"].mean(1).sum()), (p_a, p_b))
+    direct = torch.autograd.grad((d_p.sum() + delta.mean(1).sum()), (p_a, p_b))
+    assert torch.allclose(terms["v_norm"], v_norm, rtol=1e-5)
+    assert torch.allclose(terms["delta"], delta, atol=1e-5)
+    assert all(torch.allclose(f, d, atol=1e-5) for f, d in zip(fast, direct))
