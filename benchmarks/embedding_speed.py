@@ -1,10 +1,14 @@
-"""Training words/s of tmde, tmde + distance_constraint and laser_bilstm (similar parameter
-counts, same batches, one run), and embedding throughput / peak memory of the streaming embedder.
+"""Training words/s of tmde, tmde + distance_constraint (thesis form, and with
+--distance-detach-target) and laser_bilstm (similar parameter counts, same batches, one run),
+and embedding throughput / peak memory of the streaming embedder.
 
 Target (issue 6): the distance constraint costs <= 15% of tmde's training speed (thesis: 35%).
+Sizes: 128-dim models, 3 encoder layers / 1 decoder layer, the generated 4-pair corpus (236 types),
+batches of <= 2000 tokens. The models take turns on every batch (round robin, 3 untimed warm-up
+steps, 60 timed by default), so load changes on a shared machine hit all of them alike.
 On a shared machine use ``--clock cpu --threads 1``: process CPU time of one intra-op thread is
 not inflated by other users' load, so the ratios stay meaningful.
-Usage: python benchmarks/embedding_speed.py [--steps 30] [--lines 100000] [--clock cpu] [--threads 1]
+Usage: python benchmarks/embedding_speed.py [--steps 60] [--lines 100000] [--clock cpu] [--threads 1]
 """
 import argparse
 import os

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from embedding_helpers import build_embedding_model, one_torch_thread  # noqa: F401
+from embedding_helpers import build_embedding_model, one_torch_thread, valid_batch  # noqa: F401
 from fairseq_ctx.criterions.distance_constraint import (
     DistanceConstraintCriterion,
     cnv_distance_terms,
@@ -160,3 +160,41 @@ def test_distance_terms_equal_the_direct_difference_form_with_gradients(normaliz
     assert torch.allclose(terms["v_norm"], v_norm, rtol=1e-5)
     assert torch.allclose(terms["delta"], delta, atol=1e-5)
     assert all(torch.allclose(f, d, atol=1e-5) for f, d in zip(fast, direct))
+
+
+class _BackwardOnly:
+    """The part of fairseq's optimizer interface that task.train_step uses."""
+
+    def backward(self, loss):
+        loss.backward()
+
+
+def test_distance_start_update_trains_plain_tmde_first(multilingual_data):
+    task, model, criterion = build_embedding_model(multilingual_data, "tmde", ["--distance-start-update", "5"])
+    sample = valid_batch(task)
+    criterion.train()
+    _, _, before = task.train_step(sample, model, criterion, _BackwardOnly(), update_num=4)
+    assert criterion.num_updates == 4 and "d_p" not in before, "plain label-smoothed CE before the start"
+    plain_loss, _, _ = super(DistanceConstraintCriterion, criterion).forward(model, sample)
+    assert float(before["loss"]) == pytest.approx(float(plain_loss), rel=1e-6)
+    _, _, after = task.train_step(sample, model, criterion, _BackwardOnly(), update_num=5)
+    assert "d_p" in after and float(after["loss"]) < float(plain_loss), "eq. 4.21 (0.5 l_mt + ...) from the start"
+    criterion.set_num_updates(0)
+    criterion.eval()
+    assert "d_p" in criterion(model, sample)[2], "validation always reports the constraint"
+
+
+def test_detached_target_keeps_the_loss_and_moves_only_the_source_side(multilingual_data):
+    task, model, criterion = build_embedding_model(multilingual_data, "tmde", ["--distance-beta", "1.0"])
+    sample = valid_batch(task)
+    grads = {}
+    for detach in (False, True):
+        criterion.detach_target = detach
+        model.zero_grad()
+        torch.manual_seed(0)
+        loss, _, _ = criterion(model, sample)
+        loss.backward()
+        grads[detach] = (loss.item(), [p.grad.clone() for p in model.parameters()])
+        assert all(p.grad is not None for p in model.parameters())
+    assert grads[True][0] == pytest.approx(grads[False][0], rel=1e-6)
+    assert any((a - b).abs().max() > 1e-6 for a, b in zip(grads[True][1], grads[False][1]))
