@@ -51,7 +51,7 @@ def build(data: Path, arch: str, extra: Sequence[str]):
     return task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
 
 
-class Trainer:
+class TimedTrainer:
     """One model, its criterion and optimizer, timed step by step on the shared batches."""
 
     def __init__(self, data: Path, arch: str, extra: Sequence[str]):
@@ -74,7 +74,7 @@ class Trainer:
 def train_wps(data: Path, models: Dict[str, tuple], steps: int, clock: Callable[[], float]) -> Dict[str, tuple]:
     """Training words/s of every model. The models take turns on each batch (round robin), so a
     change in the machine's load during the run affects all of them alike; 3 untimed warm-up steps."""
-    trainers = {name: Trainer(data, arch, extra) for name, (arch, extra) in models.items()}
+    trainers = {name: TimedTrainer(data, arch, extra) for name, (arch, extra) in models.items()}
     task = next(iter(trainers.values())).criterion.task
     task.load_dataset("train")
     dataset = task.datasets["train"]
