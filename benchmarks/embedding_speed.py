@@ -123,10 +123,11 @@ def main() -> None:
         write_multilingual_corpus(str(root / "raw"), MultilingualSizes(200, 10, 60), seed=3)
         data = binarize_multilingual(root / "raw", root / "data-bin", PAIRS.split(","), ["pa", "pb", "xa"])
         embedding_throughput(data, root / "raw", root, [args.lines // 10, args.lines], clock)
-        results = train_wps(data, {"tmde": ("tmde", PLAIN),
-                                   "tmde + distance_constraint": ("tmde", []),
-                                   "tmde + distance_constraint, detached target": ("tmde", ["--distance-detach-target"]),
-                                   "laser_bilstm": ("laser_bilstm", PLAIN)}, args.steps, clock)
+        models = {"tmde": ("tmde", PLAIN),
+                  "tmde + distance_constraint": ("tmde", []),
+                  "tmde + distance_constraint, detached target": ("tmde", ["--distance-detach-target"]),
+                  "laser_bilstm": ("laser_bilstm", PLAIN)}
+        results = train_wps(data, models, args.steps, clock)
         print("| model | params | train words/s | relative to tmde |\n|---|---|---|---|")
         base = results["tmde"][0]
         for name, (wps, params) in results.items():

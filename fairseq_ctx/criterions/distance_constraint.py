@@ -110,8 +110,8 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
 
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
                  distance_beta=0.25, distance_lambda=1.0, distance_margin=0.5, distance_negatives=40,
-                 distance_epsilon=1e-6, distance_variant="mde", distance_normalizer="all-pairs", distance_reduction="sentence",
-                 distance_start_update=0, distance_detach_target=False):
+                 distance_epsilon=1e-6, distance_variant="mde", distance_normalizer="all-pairs",
+                 distance_reduction="sentence", distance_start_update=0, distance_detach_target=False):
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         if distance_negatives < 0:
             raise ValueError(f"--distance-negatives must be >= 0, got {distance_negatives}")
