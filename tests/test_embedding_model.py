@@ -48,13 +48,15 @@ def _decoder_output_with_perturbed_positions(model, sample):
 
 
 @pytest.mark.parametrize("arch,sees_only_embedding", [("tmde", True), ("tmde_p", True), ("tmde_f", False)])
-def test_tmde_decoder_sees_only_the_embedding(multilingual_data, arch, sees_only_embedding):
+def test_tmde_decoder_sees_only_the_embedding(multilingual_data, arch, sees_only_embedding, monkeypatch):
     task, model, _ = build_embedding_model(multilingual_data, arch)
     model.eval()
     sample = valid_batch(task)
     with torch.no_grad():
         logits, extra = model(**sample["net_input"])
         torch.manual_seed(0)
+        # the full last layer (not only position 0) runs, so the hook has positions to perturb
+        monkeypatch.setattr(type(model.encoder), "_pyramid_reads_last_layer", lambda self: True)
         perturbed_logits, perturbed_extra = _decoder_output_with_perturbed_positions(model, sample)
     encoder_out = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
     if sees_only_embedding:
@@ -90,3 +92,35 @@ def test_half_precision_forward_backward_is_finite(multilingual_data, arch, dtyp
     assert torch.isfinite(loss)
     assert all(torch.isfinite(p.grad.float()).all() for p in model.parameters() if p.grad is not None)
     assert model.embed(**valid_batch(task)["target_input"]).dtype == dtype
+
+
+def _loss_and_grads(model, criterion, sample):
+    model.zero_grad()
+    torch.manual_seed(0)  # same negatives
+    loss, _, log = criterion(model, sample)
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("arch", ["tmde", "tmde_p", "tmde_f"])
+def test_last_layer_at_position_zero_only_is_exact(multilingual_data, arch, monkeypatch):
+    """The encoder computes its last layer for P = H^L[0] only where nothing else reads H^L
+    (both passes of tmde/tmde_p, the target pass of tmde_f): outputs, embeddings, loss and every
+    gradient equal fairseq's full encoder loop."""
+    task, model, criterion = build_embedding_model(multilingual_data, arch)
+    sample = valid_batch(task)
+    net_input, target_input = sample["net_input"], sample["target_input"]
+    logits, extra = model(**net_input)
+    embedded = model.embed(**target_input)
+    loss, grads = _loss_and_grads(model, criterion, sample)
+    if arch == "tmde":
+        full = model.encoder.forward_scriptable(target_input["src_tokens"], target_input["src_lengths"])
+        assert torch.allclose(embedded, full["encoder_out"][0][0], atol=1e-5)
+    monkeypatch.setattr(type(model.encoder), "_pyramid_reads_last_layer", lambda self: True)  # full last layer
+    plain_logits, plain_extra = model(**net_input)
+    plain_loss, plain_grads = _loss_and_grads(model, criterion, sample)
+    assert torch.allclose(logits, plain_logits, atol=1e-5)
+    assert torch.allclose(extra["sentence_embedding"], plain_extra["sentence_embedding"], atol=1e-5)
+    assert torch.allclose(embedded, model.embed(**target_input), atol=1e-5)
+    assert torch.allclose(loss, plain_loss, rtol=1e-5)
+    assert all(torch.allclose(grads[n], plain_grads[n], atol=1e-5) for n in grads)

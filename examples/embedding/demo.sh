@@ -47,10 +47,13 @@ train() {  # NAME PAIRS ARCH SIZE CRITERION...
 echo "== 3/5 train (same budget: $UPDATES updates each)"
 train tmde     "$PAIRS" tmde "$TRANSFORMER" --criterion label_smoothed_cross_entropy
 train ct_mde_small "$PAIRS" tmde "$TRANSFORMER" --criterion distance_constraint
+train ct_mde_detached "$PAIRS" tmde "$TRANSFORMER" --criterion distance_constraint --distance-detach-target
+train ct_mde_parallel "$PAIRS" tmde "$TRANSFORMER" --criterion distance_constraint --distance-normalizer parallel
 train tmde_f   "$PAIRS" tmde_f "$TRANSFORMER" --criterion label_smoothed_cross_entropy
 train laser    "$PAIRS" laser_bilstm "$LASER" --criterion label_smoothed_cross_entropy
 train bi_tmde  pa-pb,pb-pa tmde "$TRANSFORMER" --criterion label_smoothed_cross_entropy
 train bi_ct_mde pa-pb,pb-pa tmde "$TRANSFORMER" --criterion distance_constraint
+train bi_ct_mde_detached pa-pb,pb-pa tmde "$TRANSFORMER" --criterion distance_constraint --distance-detach-target
 
 echo "== 4/5 the command-line tools on one model"
 fairseq-ctx-embed --path checkpoints/ct_mde_small/checkpoint_last.pt --lang xa --input raw/test.xa --output xa.npy

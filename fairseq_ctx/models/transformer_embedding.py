@@ -2,12 +2,13 @@
 document embedding models (Li 2021, ch. 4; SPEC §5)."""
 from typing import Dict, List, Optional
 
+import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase, TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_vaswani_wmt_en_de_big
 from torch import Tensor
 
-from fairseq_ctx.modules.pyramid_queries import PyramidQueryPooling
+from fairseq_ctx.modules.pyramid_queries import PyramidQueryPooling, attend_with_layer
 
 
 class EmbeddingTransformerEncoder(TransformerEncoderBase):
@@ -32,21 +33,56 @@ class EmbeddingTransformerEncoder(TransformerEncoderBase):
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, return_all_hiddens: bool = False,
                 token_embeddings: Optional[Tensor] = None) -> Dict[str, List[Tensor]]:
-        need_states = return_all_hiddens or self.pyramid is not None
-        out = self.forward_scriptable(src_tokens, src_lengths, need_states, token_embeddings)
-        last = out["encoder_out"][0]
-        if self.pyramid is not None:
-            padding = out["encoder_padding_mask"][0]
-            embedding = self.pyramid(out["encoder_states"][1:], last, padding if padding.any() else None, self.layers)
-        else:
-            embedding = last[0]
-        if not return_all_hiddens:
-            out["encoder_states"] = []
-        if self.bottleneck:
-            out["encoder_out"] = [embedding.unsqueeze(0)]
-            out["encoder_padding_mask"] = []
-        out["sentence_embedding"] = [embedding]
-        return out
+        full_last_layer = return_all_hiddens or not self.bottleneck or self._pyramid_reads_last_layer()
+        states, last, padding, token_embedding = self._encode(src_tokens, token_embeddings, full_last_layer)
+        embedding = self._embedding(states, last, padding)
+        return {
+            "encoder_out": [embedding.unsqueeze(0) if self.bottleneck else last],
+            "encoder_padding_mask": [] if self.bottleneck else [padding],
+            "encoder_embedding": [token_embedding],
+            "encoder_states": states if return_all_hiddens else [],
+            "fc_results": [],
+            "src_tokens": [],
+            "src_lengths": [src_tokens.ne(self.padding_idx).sum(dim=1, dtype=torch.int32).reshape(-1, 1)],
+            "sentence_embedding": [embedding],
+        }
+
+    def sentence_embedding(self, src_tokens: Tensor) -> Tensor:
+        """P alone (B, C), computing the last layer at position 0 only where P allows it."""
+        states, last, padding, _ = self._encode(src_tokens, None, self._pyramid_reads_last_layer())
+        return self._embedding(states, last, padding)
+
+    def _pyramid_reads_last_layer(self) -> bool:
+        return self.pyramid is not None and self.pyramid.first_layer(len(self.layers)) == len(self.layers)
+
+    def _encode(self, src_tokens: Tensor, token_embeddings: Optional[Tensor], full_last_layer: bool):
+        """fairseq's encoder loop (forward_scriptable). Without ``full_last_layer`` the last layer
+        computes its queries, FFN and norms for position 0 only (keys/values still cover every
+        position): exact whenever nothing reads H^L beyond P = H^L[0], and it saves most of one
+        layer in every pass. Returns (H^0..H^L with H^0 the embedded input, final output,
+        padding mask (B, T), token embedding)."""
+        padding = src_tokens.eq(self.padding_idx)
+        has_pads = bool(padding.any())
+        x, token_embedding = self.forward_embedding(src_tokens, token_embeddings)
+        if has_pads:
+            x = x * (1 - padding.unsqueeze(-1).type_as(x))
+        x = x.transpose(0, 1)
+        mask = padding if has_pads else None
+        states = [x]
+        last_layer = self.layers[len(self.layers) - 1]
+        for layer in self.layers:  # LayerDropModuleList may skip layers in training
+            if layer is last_layer and not full_last_layer:
+                x = attend_with_layer(layer, x[:1], x, mask)
+            else:
+                x = layer(x, encoder_padding_mask=mask)
+            states.append(x)
+        last = self.layer_norm(x) if self.layer_norm is not None else x
+        return states, last, padding, token_embedding
+
+    def _embedding(self, states: List[Tensor], last: Tensor, padding: Tensor) -> Tensor:
+        if self.pyramid is None:
+            return last[0]
+        return self.pyramid(states[1:], last, padding if padding.any() else None, self.layers)
 
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
         reordered = super().reorder_encoder_out(encoder_out, new_order)
@@ -89,7 +125,7 @@ class TransformerMDE(TransformerModel):
 
     def embed(self, src_tokens: Tensor, src_lengths: Tensor) -> Tensor:
         """Sentence/document embeddings (B, d) of STR_TAG-prefixed, right-padded sources."""
-        return self.encoder(src_tokens, src_lengths=src_lengths)["sentence_embedding"][0]
+        return self.encoder.sentence_embedding(src_tokens)
 
 
 def _tmde_defaults(args):

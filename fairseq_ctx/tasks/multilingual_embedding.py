@@ -143,6 +143,12 @@ class MultilingualEmbeddingTask(FairseqTask):
             shuffle=is_train,
         )
 
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """Also tells criterions that change with training progress (``set_num_updates``) the update."""
+        if hasattr(criterion, "set_num_updates"):
+            criterion.set_num_updates(update_num)
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         pair = int(sample["pair"][0])
