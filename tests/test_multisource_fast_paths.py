@@ -91,8 +91,11 @@ def test_beam_copies_share_keys_values_and_beam_search_is_unchanged(multimodal_d
         assert encoder_out["padded_inputs"] == [True, False]
         expanded = model.encoder.reorder_encoder_out(encoder_out, torch.arange(6).repeat_interleave(3))
         assert expanded["beam_size"] == [3]
-        kept = model.encoder.reorder_encoder_out(expanded, torch.arange(18).flip(0).view(6, 3).flip(0).flatten())
+        within_sentences = torch.arange(18).flip(0).view(6, 3).flip(0).flatten()
+        kept = model.encoder.reorder_encoder_out(expanded, within_sentences)
         assert kept["beam_size"] == [3]
+        for key in ("encoder_out", "encoder_padding_mask"):
+            assert torch.equal(kept[key][0], expanded[key][0].index_select(0 if "mask" in key else 1, within_sentences))
         assert model.encoder.reorder_encoder_out(encoder_out, torch.arange(6).flip(0))["beam_size"] == [1]
         state = {}
         model.decoder(torch.full((18, 1), task.target_dictionary.eos()), encoder_out=expanded, incremental_state=state)
@@ -112,3 +115,19 @@ def test_beam_copies_share_keys_values_and_beam_search_is_unchanged(multimodal_d
         for got, expected in zip(fast_hypos, plain_hypos):
             assert torch.equal(got["tokens"], expected["tokens"])
             torch.testing.assert_close(got["positional_scores"], expected["positional_scores"], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_factored_attention_in_half_precision_is_finite_and_close(dtype):
+    torch.manual_seed(0)
+    attention = MultiheadAttention(16, 4, encoder_decoder_attention=True).eval()
+    query, states = torch.randn(3, 2, 16), torch.randn(30, 2, 16)
+    mask = torch.zeros(2, 30, dtype=torch.bool)
+    mask[0, 20:] = True
+    expected = factored_attention(attention, query, states, mask)[0]
+    half = attention.to(dtype)
+    got = factored_attention(half, query.to(dtype), states.to(dtype).requires_grad_(), mask)[0]
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.float(), expected, atol=0.05, rtol=0.05)
+    got.float().square().sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in half.parameters())

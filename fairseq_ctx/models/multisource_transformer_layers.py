@@ -160,12 +160,17 @@ class MultiSourceEncoder(FairseqEncoder):
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
         """fairseq's reorder; an expansion into consecutive copies of each sentence (beam search's
         first reorder) multiplies ``beam_size``, which lets the decoder compute keys/values once
-        per sentence."""
+        per sentence. Beam search's reorders within each sentence's copies change nothing and
+        are skipped (no per-step copy of all states)."""
+        beam_size = encoder_out.get("beam_size", [1])[0]
+        rows = encoder_out["encoder_out"][0].size(1)
+        if beam_size > 1 and new_order.numel() == rows:
+            own_group = torch.arange(rows, device=new_order.device).div(beam_size, rounding_mode="floor")
+            if torch.equal(new_order.div(beam_size, rounding_mode="floor"), own_group):
+                return encoder_out
         reordered = self.text_encoder.reorder_encoder_out(encoder_out, new_order)
         for key in ("input_sizes", "padded_inputs"):
             reordered[key] = encoder_out[key]
-        beam_size = encoder_out.get("beam_size", [1])[0]
-        rows = encoder_out["encoder_out"][0].size(1)
         if new_order.numel() > rows and new_order.numel() % rows == 0:
             copies = new_order.view(rows, -1)
             if torch.equal(copies, copies[:, :1].expand_as(copies)):
