@@ -161,7 +161,8 @@ class MultiSourceEncoder(FairseqEncoder):
         """fairseq's reorder; an expansion into consecutive copies of each sentence (beam search's
         first reorder) multiplies ``beam_size``, which lets the decoder compute keys/values once
         per sentence. Beam search's reorders within each sentence's copies change nothing and
-        are skipped (no per-step copy of all states)."""
+        are skipped (no per-step copy of all states). Like fairseq's beamable attention, this
+        relies on beam search's layout: the hypotheses of a sentence in consecutive rows."""
         beam_size = encoder_out.get("beam_size", [1])[0]
         rows = encoder_out["encoder_out"][0].size(1)
         if beam_size > 1 and new_order.numel() == rows:

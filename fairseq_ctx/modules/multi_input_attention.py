@@ -104,7 +104,9 @@ class MultiInputAttention(nn.Module):
         need_weights = need_head_weights or self.record_input_weights
         if incremental_state is None and factored_attention_is_cheaper(query.size(0), states.size(0), attention):
             return factored_attention(attention, query, states, mask, need_weights)
-        # fairseq's beamable attention: keys/values of the first of each sentence's beam copies only
+        # fairseq's beamable attention (keys/values from the first of each sentence's beam copies,
+        # cache reordered per sentence) only while decoding: set on every call, so a beam size
+        # never outlives the beam search that set it
         attention.beam_size = self.beam_size if incremental_state is not None else 1
         return attention(
             query=query, key=states, value=states, key_padding_mask=mask, incremental_state=incremental_state,
