@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.7, help="speed ratio hierarchical must reach")
     parser.add_argument("--cpu", action="store_true")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="wall: elapsed time; cpu: this process's CPU time (use with --threads 1 on a shared machine)")
+                        help="wall: elapsed time; cpu: this process's CPU time (with --threads 1 on a shared machine)")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--only", choices=MODELS, help=argparse.SUPPRESS)
     parser.add_argument("--json", help="also write the results here")
