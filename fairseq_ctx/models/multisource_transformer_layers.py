@@ -63,7 +63,7 @@ class MultiSourceDecoderLayer(TransformerDecoderLayerBase):
 
 class MultiSourceTransformerDecoder(TransformerDecoderBase):
     """fairseq's Transformer decoder built from :class:`MultiSourceDecoderLayer`; reads the
-    per-input sizes from ``encoder_out["input_sizes"]``."""
+    per-input sizes, which inputs may be padded and the beam size from ``encoder_out``."""
 
     def __init__(self, cfg, dictionary, embed_tokens, num_inputs: int, combination: str):
         self.num_inputs = num_inputs
@@ -78,8 +78,12 @@ class MultiSourceTransformerDecoder(TransformerDecoderBase):
     def extract_features_scriptable(self, prev_output_tokens, encoder_out, incremental_state=None,
                                     full_context_alignment=False, alignment_layer=None, alignment_heads=None):
         sizes = list(encoder_out.get("input_sizes", [])) if encoder_out is not None else []
+        padded = list(encoder_out.get("padded_inputs", [])) if encoder_out is not None else []
+        beam_size = encoder_out.get("beam_size", [1])[0] if encoder_out is not None else 1
         for layer in self.layers:
             layer.cross_attention.input_sizes = sizes
+            layer.cross_attention.padded_inputs = padded
+            layer.cross_attention.beam_size = beam_size
         return super().extract_features_scriptable(prev_output_tokens, encoder_out, incremental_state,
                                                    full_context_alignment, alignment_layer, alignment_heads)
 
@@ -119,7 +123,7 @@ class MultiSourceEncoder(FairseqEncoder):
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, aux_inputs: Optional[Dict[str, Tensor]] = None,
                 return_all_hiddens: bool = False):
         out = self.text_encoder(src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens)
-        states, masks = [out["encoder_out"][0]], [out["encoder_padding_mask"][0]]
+        states, masks, padded = [out["encoder_out"][0]], [out["encoder_padding_mask"][0]], [True]
         for spec in self.aux_inputs:
             if aux_inputs is None or spec.name not in aux_inputs:
                 raise ValueError(f"the model needs auxiliary input '{spec.name}' in net_input['aux_inputs']; "
@@ -128,16 +132,19 @@ class MultiSourceEncoder(FairseqEncoder):
             if spec.kind == "feature":
                 states.append(self.feature_projections[spec.name](value))
                 masks.append(torch.zeros(value.shape[:2], dtype=torch.bool, device=value.device))
+                padded.append(False)
             else:
                 encoder = self.text_encoder if self.share_extra_encoders else self.extra_encoders[spec.name]
                 lengths = value.ne(encoder.padding_idx).sum(1)
                 extra = encoder(value, src_lengths=lengths)
                 states.append(extra["encoder_out"][0])
                 masks.append(extra["encoder_padding_mask"][0])
+                padded.append(True)
         out = dict(out)
         out["encoder_out"] = [torch.cat(states, 0)]
         out["encoder_padding_mask"] = [torch.cat(masks, 1)]
         out["input_sizes"] = [s.size(0) for s in states]
+        out["padded_inputs"] = padded
         return out
 
     @property
@@ -151,8 +158,25 @@ class MultiSourceEncoder(FairseqEncoder):
 
     @torch.jit.export
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
+        """fairseq's reorder; an expansion into consecutive copies of each sentence (beam search's
+        first reorder) multiplies ``beam_size``, which lets the decoder compute keys/values once
+        per sentence. Beam search's reorders within each sentence's copies change nothing and
+        are skipped (no per-step copy of all states). Like fairseq's beamable attention, this
+        relies on beam search's layout: the hypotheses of a sentence in consecutive rows."""
+        beam_size = encoder_out.get("beam_size", [1])[0]
+        rows = encoder_out["encoder_out"][0].size(1)
+        if beam_size > 1 and new_order.numel() == rows:
+            own_group = torch.arange(rows, device=new_order.device).div(beam_size, rounding_mode="floor")
+            if torch.equal(new_order.div(beam_size, rounding_mode="floor"), own_group):
+                return encoder_out
         reordered = self.text_encoder.reorder_encoder_out(encoder_out, new_order)
-        reordered["input_sizes"] = encoder_out["input_sizes"]
+        for key in ("input_sizes", "padded_inputs"):
+            reordered[key] = encoder_out[key]
+        if new_order.numel() > rows and new_order.numel() % rows == 0:
+            copies = new_order.view(rows, -1)
+            if torch.equal(copies, copies[:, :1].expand_as(copies)):
+                beam_size *= copies.size(1)
+        reordered["beam_size"] = [beam_size]
         return reordered
 
     def max_positions(self):

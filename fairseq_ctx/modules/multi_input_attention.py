@@ -6,6 +6,8 @@ import torch
 from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from torch import Tensor, nn
 
+from fairseq_ctx.modules.factored_attention import factored_attention, factored_attention_is_cheaper
+
 COMBINATIONS = ("serial", "parallel", "flat", "hierarchical")
 
 
@@ -20,9 +22,14 @@ class MultiInputAttention(nn.Module):
       so its head-averaged weights β are a distribution over inputs).
 
     With a single input every strategy is the plain Transformer cross-attention sub-layer
-    (``attentions[0]`` / ``layer_norms[0]``). Keys/values of each input are cached once per
-    sentence in fairseq's incremental state (``static_kv``). ``input_sizes`` (set by the decoder
-    for each batch) splits the concatenated encoder states into the inputs.
+    (``attentions[0]`` / ``layer_norms[0]``). The decoder sets, for each batch, ``input_sizes``
+    (splits the concatenated encoder states into the inputs), ``padded_inputs`` (which inputs may
+    have padding; the others attend without a mask) and ``beam_size`` (beam copies per sentence).
+
+    Speed, all exact: while decoding, keys/values of each input are computed once per sentence
+    (fairseq's beamable encoder-decoder attention) and cached in the incremental state
+    (``static_kv``); without incremental state, an input with many states (image regions) is
+    attended in the factored order when that is cheaper (:func:`factored_attention`).
     """
 
     def __init__(self, embed_dim: int, num_heads: int, kdim: int, num_inputs: int, combination: str,
@@ -47,6 +54,8 @@ class MultiInputAttention(nn.Module):
         )
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
         self.input_sizes: List[int] = []
+        self.padded_inputs: List[bool] = []
+        self.beam_size = 1
         self.record_input_weights = False
         self.last_input_weights: Optional[Tensor] = None
 
@@ -61,6 +70,8 @@ class MultiInputAttention(nn.Module):
             raise ValueError(f"the decoder was built for {self.num_inputs} inputs but got {len(sizes)}")
         states = list(encoder_out.split(sizes, dim=0))
         masks = list(padding_mask.split(sizes, dim=1)) if padding_mask is not None else [None] * len(sizes)
+        padded = self.padded_inputs or [True] * len(sizes)
+        masks = [mask if may_pad else None for mask, may_pad in zip(masks, padded)]
         if self.combination == "serial":
             return self._serial(x, states, masks, incremental_state, need_head_weights)
         residual = x
@@ -89,10 +100,17 @@ class MultiInputAttention(nn.Module):
 
     def _attend(self, index: int, query: Tensor, states: Tensor, mask: Optional[Tensor], incremental_state,
                 need_head_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
-        return self.attentions[index](
+        attention = self.attentions[index]
+        need_weights = need_head_weights or self.record_input_weights
+        if incremental_state is None and factored_attention_is_cheaper(query.size(0), states.size(0), attention):
+            return factored_attention(attention, query, states, mask, need_weights)
+        # fairseq's beamable attention (keys/values from the first of each sentence's beam copies,
+        # cache reordered per sentence) only while decoding: set on every call, so a beam size
+        # never outlives the beam search that set it
+        attention.beam_size = self.beam_size if incremental_state is not None else 1
+        return attention(
             query=query, key=states, value=states, key_padding_mask=mask, incremental_state=incremental_state,
-            static_kv=True, need_weights=need_head_weights or self.record_input_weights,
-            need_head_weights=need_head_weights or self.record_input_weights,
+            static_kv=True, need_weights=need_weights, need_head_weights=need_weights,
         )
 
     def _serial(self, x, states, masks, incremental_state, need_head_weights):
@@ -114,9 +132,12 @@ class MultiInputAttention(nn.Module):
     def _hierarchical(self, query: Tensor, contexts) -> Tuple[Tensor, Tensor]:
         tgt_len, bsz, dim = query.shape
         stacked = torch.stack(contexts).reshape(len(contexts), tgt_len * bsz, dim)
-        context, beta = self.input_attention(
-            query=query.reshape(1, tgt_len * bsz, dim), key=stacked, value=stacked, need_weights=True,
-        )
+        query = query.reshape(1, tgt_len * bsz, dim)
+        if factored_attention_is_cheaper(1, len(contexts), self.input_attention):
+            context, head_beta = factored_attention(self.input_attention, query, stacked, None, need_head_weights=True)
+            beta = head_beta.mean(0)
+        else:
+            context, beta = self.input_attention(query=query, key=stacked, value=stacked, need_weights=True)
         beta = beta.reshape(tgt_len, bsz, len(contexts)).transpose(0, 1).float()
         return context.reshape(tgt_len, bsz, dim), beta
 
