@@ -5,8 +5,14 @@ Usage: ``python benchmarks/context_speed.py [--quick] [--size base] [--context-e
 
 Method
 ------
-1. Data: documents from ``DocumentGenerator(seed, min_episodes=8, max_episodes=12)`` (about
-   20 sentences each, so that N=8 finds 8 previous sentences for most examples) →
+1. Data: documents from ``DocumentGenerator(seed, min_episodes=8, max_episodes=12)``. The
+   generator's sentences are short (~5.5 tokens) while real MT sentences are ~20 subword
+   tokens (IWSLT17 TED talks); per-sentence costs of a context model (the upper level over N
+   slot vectors, the sentences before each window) weigh per sentence, not per token, so
+   5-token lines overstate them about 3×. Each line therefore joins ``--sentences-per-line``
+   K consecutive generated sentences (default 3: ~17 tokens per line), and a document joins K
+   generated documents so that it keeps about 20 lines (N=8 finds 8 previous lines for most
+   examples); ``--sentences-per-line 1`` gives the generator's own sentences →
    ``prepare`` (the code of ``fairseq-ctx-prepare-docs``) → ``fairseq-preprocess
    --joined-dictionary`` into a temporary directory, docids copied next to the binarized
    splits (the pipeline of ``examples/context_mt/demo.sh``).
@@ -64,7 +70,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 # fairseq configures the root logger when its tasks are imported: silence the libraries first,
 # and the deprecation notices that fairseq 0.12's own code triggers in hydra and torch.
@@ -152,17 +158,22 @@ def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke check: 1 warm-up + 3 timed updates and 1 timed generation batch per model "
                              "(overrides --warmup-updates, --updates, --gen-batches)")
-    parser.add_argument("--size", choices=sorted(SIZES), default="medium",
-                        help="medium: 256 embed, 1024 FFN, 4 heads, 3+3 layers; base: 512, 2048, 8, 6+6")
+    parser.add_argument("--size", choices=sorted(SIZES), default="base",
+                        help="base: 512 embed, 2048 FFN, 8 heads, 6+6 layers (the thesis' size and hmce's "
+                             "default); medium: 256, 1024, 4, 3+3 (quicker, not the thesis setting)")
+    parser.add_argument("--sentences-per-line", type=int, default=3,
+                        help="generated sentences joined per corpus line (3: ~17 tokens, realistic MT lengths; "
+                             "1: the generator's ~5.5-token sentences)")
     parser.add_argument("--context-encoder-layers", type=int, default=None,
                         help="passed to hce/hmce (default: not passed, i.e. the model default)")
     parser.add_argument("--document-window", type=int, default=None,
                         help="passed to the context models' task (default: not passed, i.e. the task default)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch (training and generation)")
-    parser.add_argument("--warmup-updates", type=int, default=3, help="untimed updates before timing")
-    parser.add_argument("--updates", type=int, default=20, help="timed updates per model")
-    parser.add_argument("--gen-batches", type=int, default=8, help="timed generation batches per model")
-    parser.add_argument("--train-sentences", type=int, default=3000, help="at least this many training sentences")
+    parser.add_argument("--batch-size", type=int, default=128,
+                        help="lines per batch, training and generation (128: ~2200 tokens)")
+    parser.add_argument("--warmup-updates", type=int, default=2, help="untimed updates before timing")
+    parser.add_argument("--updates", type=int, default=10, help="timed updates per model")
+    parser.add_argument("--gen-batches", type=int, default=3, help="timed generation batches per model")
+    parser.add_argument("--train-sentences", type=int, default=3000, help="at least this many training lines")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall-clock time, or this process's CPU time (robust on a busy shared machine)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
@@ -171,7 +182,7 @@ def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.warmup_updates, args.updates, args.gen_batches = 1, 3, 1
-    for name in ("batch_size", "updates", "gen_batches", "train_sentences"):
+    for name in ("batch_size", "updates", "gen_batches", "train_sentences", "sentences_per_line"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.warmup_updates < 0:
@@ -183,25 +194,37 @@ def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def write_documents(prefix: Path, seed: int, min_sentences: int) -> Dict[str, int]:
-    """Blank-line-separated documents in ``prefix.{SRC,TGT}``; returns document/sentence counts."""
+def joined_document(generator: DocumentGenerator, per_line: int) -> List[Tuple[str, str]]:
+    """``per_line`` generated documents as one, each line joining ``per_line`` consecutive
+    generated sentence pairs (realistic line lengths, about as many lines as one document)."""
+    sentences = [pair for _ in range(per_line) for pair in generator.document()]
+    return [
+        tuple(" ".join(pair[side] for pair in sentences[start:start + per_line]) for side in (0, 1))
+        for start in range(0, len(sentences), per_line)
+    ]
+
+
+def write_documents(prefix: Path, seed: int, min_sentences: int, per_line: int) -> Dict[str, int]:
+    """Blank-line-separated documents in ``prefix.{SRC,TGT}``; returns document/line counts."""
     generator = DocumentGenerator(seed, min_episodes=8, max_episodes=12)
     docs: List[list] = []
     while sum(len(doc) for doc in docs) < min_sentences:
-        docs.append(generator.document())
+        docs.append(joined_document(generator, per_line))
     prefix.parent.mkdir(parents=True, exist_ok=True)
     for lang, column in ((SRC, 0), (TGT, 1)):
         text = "\n\n".join("\n".join(sentence[column] for sentence in doc) for doc in docs)
         Path(f"{prefix}.{lang}").write_text(text + "\n", encoding="utf-8")
-    return {"documents": len(docs), "sentences": sum(len(doc) for doc in docs)}
+    return {"documents": len(docs), "sentences": sum(len(doc) for doc in docs),
+            "tokens": sum(len(pair[0].split()) + 1 for doc in docs for pair in doc)}
 
 
-def build_data(root: Path, seed: int, train_sentences: int, test_sentences: int) -> Dict[str, Dict[str, int]]:
+def build_data(root: Path, seed: int, train_sentences: int, test_sentences: int,
+               per_line: int) -> Dict[str, Dict[str, int]]:
     """Generated documents → prepare → fairseq-preprocess into ``root/data-bin`` (+ docids)."""
     raw, prep, data_bin = root / "raw", root / "prep", root / "data-bin"
     counts = {
-        "train": write_documents(raw / "train", seed, train_sentences),
-        "test": write_documents(raw / "test", seed + 1, test_sentences),
+        "train": write_documents(raw / "train", seed, train_sentences, per_line),
+        "test": write_documents(raw / "test", seed + 1, test_sentences, per_line),
     }
     for split in counts:
         prepare(str(raw / f"{split}.{SRC}"), str(raw / f"{split}.{TGT}"), str(prep / split), SRC, TGT, "doc")
@@ -384,11 +407,12 @@ def report(args: argparse.Namespace, counts: Dict[str, Dict[str, int]], results:
     size = SIZES[args.size]
     ctx_layers = "model default" if args.context_encoder_layers is None else args.context_encoder_layers
     return [
-        f"data: {counts['train']['sentences']} training sentences in {counts['train']['documents']} documents, "
-        f"{counts['test']['sentences']} test sentences (seed {args.seed})",
+        f"data: {counts['train']['sentences']} training lines in {counts['train']['documents']} documents, "
+        f"{counts['test']['sentences']} test lines (seed {args.seed}), {args.sentences_per_line} generated "
+        f"sentence(s) per line, {counts['train']['tokens'] / counts['train']['sentences']:.1f} tokens per line",
         f"model: {args.size} (embed {size.embed}, FFN {size.ffn}, {size.heads} heads, {size.layers}+{size.layers} "
         f"layers, shared embeddings); hce/hmce context encoder layers: {ctx_layers}",
-        f"training: {args.batch_size} sentences/batch; transformer length-sorted, context models by document "
+        f"training: {args.batch_size} lines/batch; transformer length-sorted, context models by document "
         f"window ({'task default' if args.document_window is None else args.document_window}); "
         f"{args.warmup_updates} warm-up + {args.updates} timed updates",
         f"generation: beam {BEAM}, output length = source length, 1 warm-up + {args.gen_batches} timed batches",
@@ -438,7 +462,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         torch.set_num_threads(args.threads)
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="context_speed_") as root:
-        counts = build_data(Path(root), args.seed, args.train_sentences, (args.gen_batches + 1) * args.batch_size)
+        counts = build_data(Path(root), args.seed, args.train_sentences, (args.gen_batches + 1) * args.batch_size,
+                            args.sentences_per_line)
         reference_ids: Dict[int, List[List[int]]] = {}
         results = {s: measure(Path(root) / "data-bin", s, args, reference_ids)
                    for s in dict.fromkeys(COMPARISON + SCALING + CACHE + BASELINES_N4)}
