@@ -50,6 +50,12 @@ def test_malformed_lang_pairs_entry(multilingual_data):
         build_embedding_model(multilingual_data, "tmde", ["--lang-pairs", "xa-pa-pb"])
 
 
+def test_multilingual_embedding_refuses_a_model_of_another_task_before_building(multilingual_data):
+    with pytest.raises(ValueError, match=r"multilingual_embedding: --arch hmce is a context_translation model; train "
+                                         r"and use it with --task context_translation\. If this is a checkpoint"):
+        build_embedding_model(multilingual_data, "hmce", size=[])
+
+
 def test_every_row_of_the_bad_input_table_names_existing_tests():
     """docs/data-formats.md: each table row ends with the test(s) that check it, and they exist."""
     root = Path(__file__).resolve().parent.parent

@@ -14,6 +14,7 @@ from omegaconf import II
 
 from fairseq_ctx.data.multilingual_embedding_dataset import MultilingualEmbeddingDataset, sample_pair_rows
 from fairseq_ctx.data.shared_dictionary import load_shared_dictionary
+from fairseq_ctx.tasks.model_family import check_model_family
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +103,10 @@ class MultilingualEmbeddingTask(FairseqTask):
 
     def max_positions(self):
         return self.cfg.max_source_positions, self.cfg.max_target_positions
+
+    def build_model(self, cfg, from_checkpoint: bool = False):
+        check_model_family(cfg, "multilingual_embedding")
+        return super().build_model(cfg, from_checkpoint)
 
     def check_language(self, lang: str) -> None:
         if lang not in self.languages:
