@@ -3,7 +3,7 @@
 # -> fairseq-preprocess per pair -> tmde / tmde + distance_constraint / tmde_f / laser_bilstm with the
 # same update budget, plus a bilingual pa<->pb run with and without the constraint
 # -> retrieval error xa<->xb, X-Y document classification, t-SNE picture.
-# About 17 minutes on 2 CPU cores, one training at a time. Usage: bash examples/embedding/demo.sh [WORK_DIR]
+# About 13-20 minutes on 2 CPU cores, one training at a time. Usage: bash examples/embedding/demo.sh [WORK_DIR]
 # (default work/embedding). t-SNE needs scikit-learn (pip install -e '.[plots]'); without it the pictures are PCA.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -47,13 +47,15 @@ train() {  # NAME PAIRS ARCH SIZE CRITERION...
 echo "== 3/5 train (same budget: $UPDATES updates each)"
 train tmde     "$PAIRS" tmde "$TRANSFORMER" --criterion label_smoothed_cross_entropy
 train ct_mde_small "$PAIRS" tmde "$TRANSFORMER" --criterion distance_constraint
-train ct_mde_detached "$PAIRS" tmde "$TRANSFORMER" --criterion distance_constraint --distance-detach-target
+train ct_mde_detached "$PAIRS" tmde "$TRANSFORMER" --criterion distance_constraint --distance-detach-target --distance-beta 0.5
 train ct_mde_parallel "$PAIRS" tmde "$TRANSFORMER" --criterion distance_constraint --distance-normalizer parallel
 train tmde_f   "$PAIRS" tmde_f "$TRANSFORMER" --criterion label_smoothed_cross_entropy
 train laser    "$PAIRS" laser_bilstm "$LASER" --criterion label_smoothed_cross_entropy
 train bi_tmde  pa-pb,pb-pa tmde "$TRANSFORMER" --criterion label_smoothed_cross_entropy
 train bi_ct_mde pa-pb,pb-pa tmde "$TRANSFORMER" --criterion distance_constraint
-train bi_ct_mde_detached pa-pb,pb-pa tmde "$TRANSFORMER" --criterion distance_constraint --distance-detach-target
+train bi_ct_mde_detached pa-pb,pb-pa tmde "$TRANSFORMER" --criterion distance_constraint --distance-detach-target --distance-beta 0.5
+train bi_ct_mde_b05 pa-pb,pb-pa tmde "$TRANSFORMER" --criterion distance_constraint --distance-beta 0.5
+train bi_ct_mde_detached_b10 pa-pb,pb-pa tmde "$TRANSFORMER" --criterion distance_constraint --distance-detach-target --distance-beta 1.0
 
 echo "== 4/5 the command-line tools on one model"
 fairseq-ctx-embed --path checkpoints/ct_mde_small/checkpoint_last.pt --lang xa --input raw/test.xa --output xa.npy

@@ -13,11 +13,13 @@ from fairseq_ctx.cli.plot_embeddings import plot
 from fairseq_ctx.cli.xsim import xsim
 
 MULTILINGUAL = {"tmde": "T-MDE", "ct_mde_small": "T-MDE + distance_constraint (cT-MDE)",
-                "ct_mde_detached": "cT-MDE, --distance-detach-target",
+                "ct_mde_detached": "cT-MDE, --distance-detach-target --distance-beta 0.5",
                 "ct_mde_parallel": "cT-MDE, --distance-normalizer parallel (v_norm = mean ‖P_a−P_b‖)",
                 "tmde_f": "T-MDE_F (no bottleneck)", "laser": "LASER BiLSTM"}
-BILINGUAL = {"bi_tmde": "T-MDE, pa/pb only", "bi_ct_mde": "cT-MDE, pa/pb only",
-             "bi_ct_mde_detached": "cT-MDE, --distance-detach-target, pa/pb only"}
+BILINGUAL = {"bi_tmde": "T-MDE, pa/pb only", "bi_ct_mde": "cT-MDE (β 0.25), pa/pb only",
+             "bi_ct_mde_detached": "cT-MDE, --distance-detach-target --distance-beta 0.5, pa/pb only",
+             "bi_ct_mde_b05": "cT-MDE, --distance-beta 0.5, pa/pb only",
+             "bi_ct_mde_detached_b10": "cT-MDE, --distance-detach-target --distance-beta 1.0, pa/pb only"}
 
 
 def embed_all(work: str, name: str, langs, retrieval_pair) -> str:

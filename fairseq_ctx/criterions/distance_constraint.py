@@ -50,7 +50,9 @@ class DistanceConstraintConfig(LabelSmoothedCrossEntropyCriterionConfig):
         default=False,
         metadata={"help": "embed the targets under no_grad: P^(b) is a constant, so the constraint moves P^(a) "
                   "only and the target pass costs a forward alone (a deviation; eq. 4.18-4.21 back-propagate "
-                  "through both sides, the default; mde variant)"},
+                  "through both sides, the default; mde variant). Only one side of each pair then moves, so "
+                  "pass twice the --distance-beta of the full form (0.5 for the thesis' 0.25) for the same pull "
+                  "on the pair"},
     )
 
 
