@@ -1,11 +1,8 @@
 """T-MDE family and LASER: embedding invariances, the bottleneck, gradients, half precision."""
 import pytest
 import torch
-from fairseq import options, tasks
 from fairseq.data import data_utils
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from conftest import USER_DIR
 from embedding_helpers import ARCHS, build_embedding_model, one_torch_thread, valid_batch  # noqa: F401
 
 
@@ -134,14 +131,8 @@ def test_ct_mde_has_the_thesis_parameter_count(tmp_path):
     plus three separate 50K×1024 tables (encoder input, decoder input, output), as in fairseq's
     transformer_vaswani_wmt_en_de_big. Built on the meta device: nothing is allocated."""
     (tmp_path / "dict.txt").write_text("".join(f"tok{i} 1\n" for i in range(50000 - 4)))
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, input_args=[
-        str(tmp_path), "--user-dir", USER_DIR, "--task", "multilingual_embedding", "--lang-pairs", "de-en,de-es",
-        "--arch", "ct_mde"])
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
     with torch.device("meta"):
-        model = task.build_model(cfg.model)
+        _, model, _ = build_embedding_model(tmp_path, "ct_mde", size=[])
     tables = {id(t.weight) for t in (model.encoder.embed_tokens, model.decoder.embed_tokens)}
     tables.add(id(model.decoder.output_projection.weight))
     assert len(tables) == 3
