@@ -16,7 +16,8 @@ class MultiSourceDecoderLayer(TransformerDecoderLayerBase):
     """fairseq's decoder layer with its cross-attention sub-layer replaced by
     :class:`MultiInputAttention` (serial / parallel / flat / hierarchical, Fig. 5.4)."""
 
-    def __init__(self, cfg, num_inputs: int, combination: str):
+    def __init__(self, cfg, num_inputs: int, combination: str, input_heads: Optional[List[int]] = None,
+                 hierarchical_heads: Optional[int] = None):
         super().__init__(cfg, no_encoder_attn=True)
         if self.cross_self_attention or self.c_attn is not None or self.attn_ln is not None:
             raise ValueError("hierarchical_attention_decoder does not support --cross-self-attention / scale-heads / scale-attn")
@@ -24,6 +25,7 @@ class MultiSourceDecoderLayer(TransformerDecoderLayerBase):
             self.embed_dim, cfg.decoder.attention_heads, cfg.encoder.embed_dim, num_inputs, combination,
             dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
             normalize_before=self.normalize_before, export=cfg.export,
+            input_heads=input_heads, hierarchical_heads=hierarchical_heads,
         )
 
     def forward(self, x, encoder_out: Optional[Tensor] = None, encoder_padding_mask: Optional[Tensor] = None,
@@ -65,15 +67,19 @@ class MultiSourceTransformerDecoder(TransformerDecoderBase):
     """fairseq's Transformer decoder built from :class:`MultiSourceDecoderLayer`; reads the
     per-input sizes, which inputs may be padded and the beam size from ``encoder_out``."""
 
-    def __init__(self, cfg, dictionary, embed_tokens, num_inputs: int, combination: str):
+    def __init__(self, cfg, dictionary, embed_tokens, num_inputs: int, combination: str,
+                 input_heads: Optional[List[int]] = None, hierarchical_heads: Optional[int] = None):
         self.num_inputs = num_inputs
         self.combination = combination
+        self.input_heads = input_heads
+        self.hierarchical_heads = hierarchical_heads
         super().__init__(cfg, dictionary, embed_tokens)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         if cfg.checkpoint_activations or cfg.offload_activations:
             raise ValueError("hierarchical_attention_decoder does not support --checkpoint-activations")
-        return MultiSourceDecoderLayer(cfg, self.num_inputs, self.combination)
+        return MultiSourceDecoderLayer(cfg, self.num_inputs, self.combination, self.input_heads,
+                                       self.hierarchical_heads)
 
     def extract_features_scriptable(self, prev_output_tokens, encoder_out, incremental_state=None,
                                     full_context_alignment=False, alignment_layer=None, alignment_heads=None):

@@ -1,6 +1,6 @@
 """The cross-attention sub-layer of a multi-source Transformer decoder (SPEC §4, Libovický 2019
 §5.2, eq. 5.15–5.16, Fig. 5.4)."""
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
@@ -21,6 +21,11 @@ class MultiInputAttention(nn.Module):
       attention over the n context vectors at each query position (after the head projection,
       so its head-averaged weights β are a distribution over inputs).
 
+    Each input has its own multi-head attention (one shared by all inputs for flat), so each may
+    have its own number of heads (``input_heads``), and so may the second level of the
+    hierarchical strategy (``hierarchical_heads``), as in the thesis' implementation (§5.2.1:
+    the hierarchy "theoretically allows utilizing a different number of heads for each input").
+
     With a single input every strategy is the plain Transformer cross-attention sub-layer
     (``attentions[0]`` / ``layer_norms[0]``). The decoder sets, for each batch, ``input_sizes``
     (splits the concatenated encoder states into the inputs), ``padded_inputs`` (which inputs may
@@ -33,23 +38,30 @@ class MultiInputAttention(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, kdim: int, num_inputs: int, combination: str,
-                 dropout: float, attention_dropout: float, normalize_before: bool, export: bool = False):
+                 dropout: float, attention_dropout: float, normalize_before: bool, export: bool = False,
+                 input_heads: Optional[Sequence[int]] = None, hierarchical_heads: Optional[int] = None):
         super().__init__()
         if combination not in COMBINATIONS:
             raise ValueError(f"--combination must be one of {COMBINATIONS}, got '{combination}'")
+        heads = list(input_heads) if input_heads else [num_heads] * num_inputs
+        if len(heads) != num_inputs:
+            raise ValueError(f"{len(heads)} head counts given for {num_inputs} inputs")
+        if combination == "flat" and len(set(heads)) > 1:
+            raise ValueError(f"flat combination attends all inputs with one attention; got head counts {heads}")
         self.combination = combination
         self.num_inputs = num_inputs
         self.normalize_before = normalize_before
         num_attentions = 1 if combination == "flat" else num_inputs
         self.attentions = nn.ModuleList(
-            MultiheadAttention(embed_dim, num_heads, kdim=kdim, vdim=kdim, dropout=attention_dropout,
+            MultiheadAttention(embed_dim, heads[i], kdim=kdim, vdim=kdim, dropout=attention_dropout,
                                encoder_decoder_attention=True)
-            for _ in range(num_attentions)
+            for i in range(num_attentions)
         )
         num_norms = num_inputs if combination == "serial" else 1
         self.layer_norms = nn.ModuleList(LayerNorm(embed_dim, export=export) for _ in range(num_norms))
         self.input_attention = (
-            MultiheadAttention(embed_dim, num_heads, dropout=attention_dropout, encoder_decoder_attention=True)
+            MultiheadAttention(embed_dim, hierarchical_heads or num_heads, dropout=attention_dropout,
+                               encoder_decoder_attention=True)
             if combination == "hierarchical" and num_inputs > 1 else None
         )
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
@@ -150,5 +162,8 @@ class MultiInputAttention(nn.Module):
 
     @staticmethod
     def _scaled(per_input, input_weights: Tensor) -> Tensor:
-        """Concatenate per-input head weights (H, B, T, S_i), each scaled by its input weight."""
+        """Concatenate per-input head weights (H, B, T, S_i), each scaled by its input weight;
+        inputs with different head counts are first averaged over their heads (H = 1)."""
+        if len({w.size(0) for w in per_input}) > 1:
+            per_input = [w.mean(0, keepdim=True) for w in per_input]
         return torch.cat([w * input_weights[..., i:i + 1].to(w) for i, w in enumerate(per_input)], dim=-1)
