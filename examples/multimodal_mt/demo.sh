@@ -4,7 +4,8 @@
 # either the "image" features (img) or a second source language (fr) that names the sense
 # with a distinct word (bank → rive|banque).
 # For each auxiliary input: trains the four hierarchical_attention_decoder strategies and the
-# multisource_rnn with hierarchical attention (plus one text-only Transformer that both share),
+# multisource_rnn with hierarchical attention (plus one text-only Transformer that both share, and
+# for the image hierarchical with half the heads over the image: --input-attention-heads 4,2),
 # decodes with beam 5, scores the ambiguous words, shuffles the auxiliary input across the test
 # set (fairseq-ctx-adversarial) and plots the attention over inputs.
 # Writes results.md, attention{,-rnn}{,-fr}.png/.json.
@@ -56,6 +57,10 @@ for input in img fr; do
   train_and_attack rnn-hierarchical$suffix "${AUX[$input]}" --arch multisource_rnn --combination hierarchical \
     $RNN $RNN_OPT
 done
+# hierarchical with half the heads over the image (4 over the source, 2 over the image), the
+# cheaper form timed by benchmarks/multisource_speed.py --image-heads
+train_and_attack hierarchical-2-image-heads "${AUX[img]}" --arch hierarchical_attention_decoder \
+  --combination hierarchical --input-attention-heads 4,2 $MODEL $TRANSFORMER_OPT
 
 python - > results.md <<'PY'
 import json, re
@@ -72,7 +77,8 @@ for input, title, suffix in [("img", "Auxiliary input: image features (img)", ""
     print(f"### {title}\n")
     print(f"| model | updates | BLEU | ambiguous-word accuracy | accuracy, {input} shuffled (adversarial) | BLEU, {input} shuffled |")
     print("|---|---|---|---|---|---|")
-    for name in ["text-only"] + [s + suffix for s in ["serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]]:
+    strategies = ["serial", "parallel", "flat", "hierarchical"] + (["hierarchical-2-image-heads"] if input == "img" else [])
+    for name in ["text-only"] + [s + suffix for s in strategies + ["rnn-hierarchical"]]:
         print(row(name, input))
     print()
 PY
