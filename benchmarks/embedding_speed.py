@@ -37,8 +37,8 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
 from fairseq_ctx.cli.embed import Embedder, embed_file
-from fairseq_ctx.data.multilingual_binarize import binarize_multilingual
-from fairseq_ctx.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
+from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 
 PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
 LANGS = ["pa", "pb", "xa"]

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import EMBEDDING_PAIRS, make_data_bin, make_multimodal_data_bin, tool  # noqa: E402
-from fairseq_ctx.data.multilingual_binarize import binarize_multilingual  # noqa: E402
-from fairseq_ctx.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
-from fairseq_ctx.data.synthetic_corpus import CorpusSizes  # noqa: E402
+from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
+from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
+from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes  # noqa: E402
 from production_matrix import TASK_FIXTURES, per_update, plugin_archs, task_of, train_args  # noqa: E402
 
 

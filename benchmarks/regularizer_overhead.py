@@ -37,7 +37,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import fairseq_ctx  # noqa: E402
 from conftest import make_data_bin  # noqa: E402
-from fairseq_ctx.data.synthetic_corpus import CorpusSizes  # noqa: E402
+from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes  # noqa: E402
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 MODEL = ["--encoder-embed-dim", "256", "--decoder-embed-dim", "256", "--encoder-ffn-embed-dim", "1024",

@@ -1,10 +1,12 @@
-"""fairseq-ctx: a fairseq plugin (``--user-dir fairseq_ctx``) registering context-aware MT
-tasks, architectures and criterions. Importing it registers everything and allow-lists the
+"""fairseq-ctx: a fairseq plugin (``--user-dir fairseq_ctx``) for context-aware MT, multi-source
+MT, multilingual document embeddings and CKA analysis. One subpackage per family
+(``context``, ``multisource``, ``embedding``, ``analysis``) over a small shared ``core``.
+Importing the package registers every task, architecture and criterion, and allow-lists the
 classes fairseq checkpoints need for torch's weights-only loading."""
-from fairseq_ctx import checkpoint_safety
+from fairseq_ctx.core import checkpoint_safety
 
 checkpoint_safety.allow_fairseq_checkpoints()
 
-from fairseq_ctx import criterions, models, tasks  # noqa: E402,F401  (registration side effects)
+from fairseq_ctx import analysis, context, embedding, multisource  # noqa: E402,F401  (registration)
 
 __version__ = "0.1.0"

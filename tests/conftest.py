@@ -14,7 +14,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
 from fairseq_ctx.cli.prepare_docs import prepare
-from fairseq_ctx.data.synthetic_corpus import CorpusSizes, write_corpus
+from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 
@@ -93,8 +93,8 @@ def batch_of(task, split: str, indices: List[int]):
 @pytest.fixture(scope="session")
 def multilingual_data(tmp_path_factory) -> Path:
     """Three generated languages (xa → pivots pa, pb; pa ↔ pb), about 400 training sentences."""
-    from fairseq_ctx.data.multilingual_binarize import binarize_multilingual
-    from fairseq_ctx.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+    from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
+    from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 
     root = tmp_path_factory.mktemp("multilingual")
     write_multilingual_corpus(str(root / "raw"), MultilingualSizes(100, 10, 20), seed=3)
@@ -143,9 +143,9 @@ def trained_baselines(tiny_data, tmp_path_factory):
         runs[arch] = (save_dir, (results / "generate-test.txt").read_text())
     return runs
 def make_multimodal_data_bin(root: Path, train: int = 240, seed: int = 1) -> Path:
-    """Generated multimodal corpus (fairseq_ctx.data.multimodal_corpus) → fairseq-preprocess
+    """Generated multimodal corpus (fairseq_ctx.multisource.data.multimodal_corpus) → fairseq-preprocess
     (en-de joined dict; fr with its own dict) → img features copied next to the binaries."""
-    from fairseq_ctx.data.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
+    from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
 
     raw, data_bin = root / "raw", root / "data-bin"
     write_multimodal_corpus(str(raw), MultimodalCorpusSizes(train=train, valid=16, test=16, regions=3, feature_dim=8), seed=seed)

@@ -16,11 +16,11 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 import fairseq_ctx  # noqa: F401  (registers the archs)
 from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, tool
 from embedding_helpers import TINY_TRANSFORMER, ARCHS as EMBEDDING_SIZES
-from fairseq_ctx.models.context_baselines.base import ContextTransformerModel
-from fairseq_ctx.models.hierarchical_attention_decoder import MultiSourceTransformer
-from fairseq_ctx.models.laser_bilstm import LaserModel
-from fairseq_ctx.models.multisource_rnn import MultiSourceRNN
-from fairseq_ctx.models.transformer_embedding import TransformerMDE
+from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.multisource.transformer import MultiSourceTransformer
+from fairseq_ctx.embedding.laser_bilstm import LaserModel
+from fairseq_ctx.multisource.rnn import MultiSourceRNN
+from fairseq_ctx.embedding.tmde import TransformerMDE
 
 # Model class → task. A model family added later either subclasses one of these or is listed here.
 MODEL_TASKS = {

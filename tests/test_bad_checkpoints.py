@@ -12,8 +12,8 @@ from fairseq_cli import train
 
 from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_fairseq_cli, run_tool
 from embedding_helpers import TINY_TRANSFORMER
-from fairseq_ctx import hub
-from fairseq_ctx.checkpoint_loading import CheckpointError
+from fairseq_ctx.context import hub
+from fairseq_ctx.core.checkpoint_loading import CheckpointError
 from fairseq_ctx.cli.embed import Embedder
 
 TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--cpu", "--seed", "1",

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import USER_DIR, batch_of, build, run_tool, TINY_MODEL
 
-from fairseq_ctx.data.docids import DocumentIdError
+from fairseq_ctx.context.data.docids import DocumentIdError
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import build
 from embedding_helpers import build_embedding_model
-from fairseq_ctx.data.docids import DocumentIdError
-from fairseq_ctx.data.shared_dictionary import SharedDictionaryError
+from fairseq_ctx.context.data.docids import DocumentIdError
+from fairseq_ctx.embedding.data.shared_dictionary import SharedDictionaryError
 
 
 def test_blank_document_id_names_the_line(tiny_data, tmp_path):

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_ctx.modules.cka import (
+from fairseq_ctx.analysis.cka import (
     cka, hsic, mean_pairwise_linear_hsic, pairwise_linear_cka, sample_paired_rows, sample_rows, srip,
 )
-from fairseq_ctx.modules.svcca import svcca
+from fairseq_ctx.analysis.svcca import svcca
 
 
 def numpy_linear_cka(x: np.ndarray, y: np.ndarray) -> float:

@@ -6,8 +6,8 @@ import torch
 from fairseq import tasks
 
 from conftest import batch_of, build_multimodal, parse_cfg
-from fairseq_ctx.modules.attention_heads import DropHead, attention_modules
-from fairseq_ctx.modules.cka import _warned
+from fairseq_ctx.analysis.attention_heads import DropHead, attention_modules
+from fairseq_ctx.analysis.cka import _warned
 
 
 def setup(data, arch, extra):

@@ -5,7 +5,7 @@ import torch
 
 from conftest import batch_of, build
 
-from fairseq_ctx.data.docids import read_docids
+from fairseq_ctx.context.data.docids import read_docids
 
 
 def test_context_comes_only_from_earlier_sentences_of_the_same_document(tiny_data):

@@ -6,13 +6,13 @@ import torch
 from torch import nn
 
 from embedding_helpers import build_embedding_model, one_torch_thread, valid_batch  # noqa: F401
-from fairseq_ctx.criterions.distance_constraint import (
+from fairseq_ctx.embedding.distance_constraint import (
     DistanceConstraintCriterion,
     cnv_distance_terms,
     mde_distance_terms,
     sample_negatives,
 )
-from fairseq_ctx.data.multilingual_embedding_dataset import sample_pair_rows
+from fairseq_ctx.embedding.data.multilingual_embedding_dataset import sample_pair_rows
 
 P_A = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
 P_B = torch.tensor([[0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])

@@ -11,7 +11,7 @@ from embedding_helpers import TINY_TRANSFORMER, build_embedding_model, one_torch
 from fairseq_ctx.cli.doc_classify import accuracy_matrix
 from fairseq_ctx.cli.embed import Embedder, embed_file
 from fairseq_ctx.cli.xsim import retrieval_error
-from fairseq_ctx.data.shared_dictionary import SharedDictionaryError
+from fairseq_ctx.embedding.data.shared_dictionary import SharedDictionaryError
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from conftest import batch_of, build
-from fairseq_ctx.criterions.model_hooks import ModelHooks
-from fairseq_ctx.modules.length_chunks import length_chunks
+from fairseq_ctx.analysis.model_hooks import ModelHooks
+from fairseq_ctx.core.length_chunks import length_chunks
 
 ARCH_VARIANTS = [
     ("hce", []),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import USER_DIR, build_multimodal, run_tool
-from fairseq_ctx.data.feature_file import FeatureInputError
+from fairseq_ctx.multisource.data.feature_file import FeatureInputError
 
 
 def copy_of(data: Path, tmp_path: Path, without=()) -> Path:

@@ -86,7 +86,7 @@ def test_imagination_refuses_an_arch_without_source_states_before_training(multi
 
 
 def test_imagination_head_in_half_precision_stays_half_and_computes_in_float32():
-    from fairseq_ctx.criterions.imagination import ImaginationHead
+    from fairseq_ctx.multisource.imagination import ImaginationHead
 
     torch.manual_seed(0)
     reference = ImaginationHead(encoder_dim=8, hidden_dim=16, image_dim=12, margin=0.5)

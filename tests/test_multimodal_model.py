@@ -8,9 +8,9 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from omegaconf import OmegaConf
 
 from conftest import build_multimodal
-from fairseq_ctx.models.hierarchical_attention_decoder import transformer_state_to_multisource
-from fairseq_ctx.models.multisource_transformer_layers import MultiSourceDecoderLayer
-from fairseq_ctx.modules.multi_input_attention import COMBINATIONS, MultiInputAttention
+from fairseq_ctx.multisource.transformer import transformer_state_to_multisource
+from fairseq_ctx.multisource.transformer_layers import MultiSourceDecoderLayer
+from fairseq_ctx.multisource.modules.multi_input_attention import COMBINATIONS, MultiInputAttention
 
 IMG_AND_FR = ("--feature-inputs", "img", "--extra-source-langs", "fr", "--extra-source-dict", "own")
 

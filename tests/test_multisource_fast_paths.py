@@ -7,10 +7,10 @@ from fairseq.modules import MultiheadAttention
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import build_multimodal
-from fairseq_ctx.models.multisource_transformer_layers import MultiSourceEncoder
-from fairseq_ctx.modules import multi_input_attention
-from fairseq_ctx.modules.factored_attention import factored_attention, factored_attention_is_cheaper
-from fairseq_ctx.modules.multi_input_attention import COMBINATIONS, MultiInputAttention
+from fairseq_ctx.multisource.transformer_layers import MultiSourceEncoder
+from fairseq_ctx.multisource.modules import multi_input_attention
+from fairseq_ctx.core.factored_attention import factored_attention, factored_attention_is_cheaper
+from fairseq_ctx.multisource.modules.multi_input_attention import COMBINATIONS, MultiInputAttention
 
 
 def test_factored_attention_equals_multihead_attention_with_dropout_mask_and_gradients():

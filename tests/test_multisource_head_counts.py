@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import build_multimodal
-from fairseq_ctx.modules.multi_input_attention import MultiInputAttention
+from fairseq_ctx.multisource.modules.multi_input_attention import MultiInputAttention
 
 IMG_AND_FR = ("--feature-inputs", "img", "--extra-source-langs", "fr", "--extra-source-dict", "own")
 

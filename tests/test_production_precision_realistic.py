@@ -34,9 +34,9 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from conftest import USER_DIR, batch_of, build, run_tool
 from embedding_helpers import build_embedding_model
 from production_matrix import plugin_archs, task_of
-from fairseq_ctx.criterions.distance_constraint import cnv_distance_terms, mde_distance_terms
-from fairseq_ctx.criterions.imagination import ImaginationHead
-from fairseq_ctx.modules.cka import cka, hsic, mean_off_diagonal, mean_pairwise_linear_hsic, pairwise_linear_cka, srip
+from fairseq_ctx.embedding.distance_constraint import cnv_distance_terms, mde_distance_terms
+from fairseq_ctx.multisource.imagination import ImaginationHead
+from fairseq_ctx.analysis.cka import cka, hsic, mean_off_diagonal, mean_pairwise_linear_hsic, pairwise_linear_cka, srip
 
 UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
 TOLERANCE_IN_UNITS = 32

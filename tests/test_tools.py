@@ -9,7 +9,7 @@ from conftest import run_tool
 import fairseq_ctx
 from fairseq_ctx.cli.prepare_docs import prepare
 from fairseq_ctx.cli.score import context_accuracy, score
-from fairseq_ctx.data.synthetic_corpus import CorpusSizes, write_corpus
+from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
 
 
 def test_corpus_is_deterministic_and_pronouns_need_context(tmp_path):

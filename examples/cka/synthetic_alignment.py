@@ -28,7 +28,7 @@ from typing import Dict, List
 import torch
 from torch import nn
 
-from fairseq_ctx.modules.cka import cka
+from fairseq_ctx.analysis.cka import cka
 
 DIM, HIDDEN, SAMPLES, COMPONENTS = 64, 32, 10_000, 4
 MODES = ("cosine", "cka", "both")

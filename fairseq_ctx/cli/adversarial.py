@@ -19,7 +19,7 @@ import numpy as np
 import sacrebleu
 
 from fairseq_ctx.cli.score import context_accuracy, read_generate_output
-from fairseq_ctx.data.feature_file import ids_path, open_features, feature_path
+from fairseq_ctx.multisource.data.feature_file import ids_path, open_features, feature_path
 
 
 def _link_data_dir(data: str, target: str, skip: List[str]) -> None:

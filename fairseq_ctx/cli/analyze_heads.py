@@ -24,16 +24,16 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from fairseq_ctx.modules.attention_heads import HeadTap, module_kind
-from fairseq_ctx.modules.cka import cka, mean_off_diagonal, pairwise_linear_cka
-from fairseq_ctx.modules.svcca import svcca
+from fairseq_ctx.analysis.attention_heads import HeadTap, module_kind
+from fairseq_ctx.analysis.cka import cka, mean_off_diagonal, pairwise_linear_cka
+from fairseq_ctx.analysis.svcca import svcca
 
 logger = logging.getLogger("fairseq_ctx.analyze_heads")
 
 
 def load(path: str, data: str, task_overrides: Dict[str, object]):
     import fairseq_ctx  # noqa: F401  (registers our task/archs, allow-lists checkpoint classes)
-    from fairseq_ctx.checkpoint_loading import load_ensemble
+    from fairseq_ctx.core.checkpoint_loading import load_ensemble
 
     models, cfg, task = load_ensemble(path, None, "fairseq-ctx-analyze-heads --path", {"data": data, **task_overrides})
     model = models[0].float().eval()

@@ -16,7 +16,7 @@ from typing import Dict, List
 
 import torch
 
-from fairseq_ctx.checkpoint_loading import load_ensemble
+from fairseq_ctx.core.checkpoint_loading import load_ensemble
 
 QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
             "serial": "context-vector norm share", "parallel": "context-vector norm share",

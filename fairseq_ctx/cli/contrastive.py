@@ -81,7 +81,7 @@ def read_contrastive_set(source: str, reference: str, contrastive: Sequence[str]
 def evaluate(translator, examples: Sequence[ContrastiveExample], batch_size: int = 32,
              length_normalize: bool = False) -> Dict:
     """Score every target; returns overall and per-category accuracy and per-example scores."""
-    from fairseq_ctx.hub import Example
+    from fairseq_ctx.context.hub import Example
 
     flat, owner = [], []
     for number, example in enumerate(examples):

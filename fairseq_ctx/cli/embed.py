@@ -13,7 +13,7 @@ import torch
 from fairseq.data import data_utils
 
 import fairseq_ctx  # noqa: F401  (registers the task and archs)
-from fairseq_ctx.checkpoint_loading import load_ensemble
+from fairseq_ctx.core.checkpoint_loading import load_ensemble
 
 
 def token_batches(lengths: List[int], max_tokens: int) -> Iterator[List[int]]:

@@ -1,7 +1,7 @@
 """``fairseq-ctx-make-corpus``: write the generated document-level demo corpus."""
 import argparse
 
-from fairseq_ctx.data.synthetic_corpus import CorpusSizes, write_corpus
+from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
 
 
 def main(argv=None) -> None:

@@ -1,7 +1,7 @@
 """``fairseq-ctx-make-multilingual-corpus``: write the generated multilingual embedding demo corpus."""
 import argparse
 
-from fairseq_ctx.data.multilingual_corpus import LANGUAGES, PIVOTS, MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.embedding.data.multilingual_corpus import LANGUAGES, PIVOTS, MultilingualSizes, write_multilingual_corpus
 
 
 def main(argv=None) -> None:

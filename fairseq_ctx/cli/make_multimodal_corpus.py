@@ -1,7 +1,7 @@
 """``fairseq-ctx-make-multimodal-corpus``: write the generated multimodal demo corpus."""
 import argparse
 
-from fairseq_ctx.data.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
+from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
 
 
 def main(argv=None) -> None:

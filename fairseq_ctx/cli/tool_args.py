@@ -13,7 +13,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load_translator(args: argparse.Namespace, **generation):
-    from fairseq_ctx import hub
+    from fairseq_ctx.context import hub
 
     return hub.load(args.checkpoint, checkpoint_file=args.checkpoint_file, data=args.data, spm_model=args.spm,
                     cpu=args.cpu, **generation)

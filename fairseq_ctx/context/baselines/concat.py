@@ -1,0 +1,72 @@
+"""Architecture ``ctx_concat`` (TwC): source and context sentences as one encoder input."""
+from dataclasses import dataclass, field
+
+import torch
+from fairseq.dataclass import FairseqDataclass
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import base_architecture
+from torch import nn
+
+from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
+from fairseq_ctx.context.modules.context_gather import compact, gather_slots
+
+
+@dataclass
+class ConcatContextConfig(FairseqDataclass):
+    max_context_sentences: int = field(
+        default=10,
+        metadata={"help": "number of learned context segment embeddings (segment 0 is the source, "
+                  "segment i+1 context slot i); must be >= --context-size (the thesis uses up to 10)"},
+    )
+
+
+class ConcatContextEncoder(ContextEncoderBase):
+    """TwC (Yun 2022, §3.2.1 baselines): the encoder input is [x, c_0, .., c_{N-1}] — the source
+    followed by its context sentences, nearest first, each starting with ``<boc>`` (the
+    separator symbol) — with fairseq's positions running over the whole concatenation plus a
+    learned segment embedding (0 = source, i+1 = context slot i). The decoder attends the whole
+    concatenation; self-attention costs O((Ls + N·Lc)²). A sentence without context is encoded
+    as the source alone. ``token_embeddings`` is not supported (the input is re-tokenised)."""
+
+    def __init__(self, cfg, args, dictionary, embed_tokens):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.max_context_sentences = args.max_context_sentences
+        self.segment_embed = nn.Embedding(self.max_context_sentences + 1, cfg.encoder.embed_dim)
+        nn.init.normal_(self.segment_embed.weight, mean=0, std=cfg.encoder.embed_dim ** -0.5)
+
+    def encode(self, src_tokens, context_tokens, context_index, token_embeddings):
+        batch, slots = context_index.shape
+        filled_slots = context_index.ge(0).any(dim=0).nonzero()
+        used = int(filled_slots.max()) + 1 if filled_slots.numel() else 0
+        if used > self.max_context_sentences:
+            raise ValueError(f"ctx_concat: a batch has {used} context sentences per example but the model has "
+                             f"--max-context-sentences {self.max_context_sentences}; lower --context-size")
+        slot_tokens, slot_padding = gather_slots(context_tokens, context_tokens.eq(self.padding_idx), context_index)
+        segments = torch.arange(1, slots + 1, device=src_tokens.device).view(1, slots, 1).expand_as(slot_padding)
+        tokens = torch.cat([src_tokens, slot_tokens.reshape(batch, -1)], dim=1)
+        padding = torch.cat([src_tokens.eq(self.padding_idx), slot_padding.reshape(batch, -1)], dim=1)
+        segments = torch.cat([torch.zeros_like(src_tokens), segments.reshape(batch, -1)], dim=1)
+        packed, padding = compact(torch.stack([tokens, segments], dim=-1), padding)
+        tokens = packed[..., 0].masked_fill(padding, self.padding_idx)
+        segments = packed[..., 1].masked_fill(padding, 0)
+        embedded = self.embed_tokens(tokens) + self.segment_embed(segments)
+        x, padding, embedding = self.embed(tokens, embedded)
+        for layer in self.layers:
+            x = layer(x, encoder_padding_mask=padding)
+        return x, padding, embedding, tokens
+
+
+@register_model("context_concat_transformer")
+class ConcatContextTransformer(ContextTransformerModel):
+    """TwC baseline: Transformer over the concatenation of source and context sentences."""
+
+    encoder_class = ConcatContextEncoder
+    config_class = ConcatContextConfig
+
+
+@register_model_architecture("context_concat_transformer", "ctx_concat")
+def ctx_concat_architecture(args):
+    """TwC with Transformer-base sizes (512, 6+6 layers, 8 heads, dropout 0.1)."""
+    args.max_context_sentences = getattr(args, "max_context_sentences", 10)
+    base_architecture(args)

@@ -1,0 +1,1 @@
+"""Document ids, the context dataset, contrastive sets and the generated demo corpus."""

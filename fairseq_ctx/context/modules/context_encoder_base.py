@@ -1,0 +1,57 @@
+"""Common plumbing of the context baselines' encoders (TwC, DAT, HAN, DCT)."""
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from fairseq.models.transformer import TransformerEncoderBase
+from torch import Tensor
+
+from fairseq_ctx.context.modules.context_gather import normalize_context
+
+
+class ContextEncoderBase(TransformerEncoderBase):
+    """A fairseq Transformer encoder whose ``forward`` also takes the shared context batch
+    format (``context_tokens`` (U, Lc), ``context_index`` (B, N), -1 = empty slot).
+
+    Subclasses implement :meth:`encode`; this class embeds tokens and packs fairseq's
+    encoder-output dictionary, so beam search, ``reorder_encoder_out`` and the decoder work
+    unchanged."""
+
+    def embed(self, tokens: Tensor, token_embeddings: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+        """(B, T) tokens → x (T, B, C) with zeros at padding, padding mask (B, T), embedding (B, T, C)."""
+        padding = tokens.eq(self.padding_idx)
+        x, embedding = self.forward_embedding(tokens, token_embeddings)
+        x = x * (1 - padding.unsqueeze(-1).type_as(x))
+        return x.transpose(0, 1), padding, embedding
+
+    def encode(self, src_tokens: Tensor, context_tokens: Tensor, context_index: Tensor,
+               token_embeddings: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Returns encoder states (T, B, C), their padding mask (B, T), the embedding (B, T, C)
+        and the tokens (B, T) the states belong to."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Optional[Tensor] = None,
+        context_tokens: Optional[Tensor] = None,
+        context_index: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+        context_source_row: Optional[Tensor] = None,
+        document_index: Optional[Tensor] = None,
+    ) -> Dict[str, List[Tensor]]:
+        """``context_source_row`` / ``document_index`` are batch entries for HCE/HMCE's context
+        reuse and document vector; these encoders do not use them."""
+        context_tokens, context_index = normalize_context(src_tokens, context_tokens, context_index, self.dictionary.eos())
+        x, padding, embedding, tokens = self.encode(src_tokens, context_tokens, context_index, token_embeddings)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return {
+            "encoder_out": [x],
+            "encoder_padding_mask": [padding],
+            "encoder_embedding": [embedding],
+            "encoder_states": [],
+            "fc_results": [],
+            "src_tokens": [],
+            "src_lengths": [tokens.ne(self.padding_idx).sum(dim=1, dtype=torch.int32).reshape(-1, 1)],
+        }

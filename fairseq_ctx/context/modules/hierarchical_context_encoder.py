@@ -1,0 +1,374 @@
+"""The hierarchical (memory) context encoder of HCE/HMCE."""
+import copy
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
+from fairseq.modules import (
+    FairseqDropout,
+    LayerNorm,
+    MultiheadAttention,
+    SinusoidalPositionalEmbedding,
+)
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+from fairseq.dataclass import FairseqDataclass
+from torch import Tensor, nn
+
+from fairseq_ctx.core.attentive_pooling import AttentivePooling
+from fairseq_ctx.context.modules.document_vector import DocumentVector
+from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.core.length_chunks import trim_padding
+from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
+
+SourceRowPooling = Callable[[Tensor], Tensor]
+
+
+@dataclass
+class HierarchicalContextConfig(FairseqDataclass):
+    context_encoder_layers: Optional[int] = field(
+        default=None,
+        metadata={"help": "layers of the lower-level (per context sentence) encoder; default: "
+                  "as many as the source encoder (the thesis' StackedTransformerEncoder)"},
+    )
+    separate_context_encoder: bool = field(
+        default=False,
+        metadata={"help": "give the lower-level context encoder its own layers instead of sharing "
+                  "the source encoder's first --context-encoder-layers layers (the thesis shares)"},
+    )
+    document_vector: bool = field(
+        default=False,
+        metadata={"help": "add a document vector as one more context slot (Table 3.3 '+ Document "
+                  "vector'): a learned summary of the previous --document-vector-span sentences "
+                  "of the document (see DocumentVector)"},
+    )
+    document_vector_span: int = field(
+        default=32,
+        metadata={"help": "how many previous sentences of the document the document vector summarises"},
+    )
+    train_length_chunks: int = field(
+        default=3,
+        metadata={"help": "training only: run each batch as up to this many chunks of similar-length "
+                  "sentences (document-window batches mix lengths; each chunk is padded to its own "
+                  "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
+    )
+    pretrained_sentence_checkpoint: Optional[str] = field(
+        default=None,
+        metadata={"help": "initialise from a sentence-level fairseq transformer checkpoint (two-stage "
+                  "recipe); context parameters stay freshly initialised; what was loaded is logged"},
+    )
+
+
+class HierarchicalContextEncoder(TransformerEncoderBase):
+    """Source encoder + hierarchical context encoder (Yun 2022, eq. 3.14–3.17, Fig. 3.1/3.2).
+
+    1. Lower level: each context sentence c_i → e_i = StackedTransformerEncoder(c_i)
+       (shares the source encoder's layers unless ``separate_context_encoder``), eq. 3.14.
+    2. Self-attentive weighted sum s_i = Σ_j α_j e_ij (eq. 3.15–3.16), plus a sinusoidal
+       embedding of the slot index i (distance to the current sentence).
+    3. Upper level over s = [s_0..s_{N-1}]: a Transformer encoder layer (HCE, eq. 3.17), or
+       with ``memory_attention`` (HMCE, Fig. 3.2) self-attention, then memory attention whose
+       query is the context tensor and whose keys/values are the source embedding, then FFN.
+    4. h_ctx = MultiHead(h_src, t); output = GatedSum(h_src, h_ctx) (eq. 3.6–3.8).
+
+    Empty context slots are masked everywhere. A sentence without any context (document
+    start) gets exactly the sentence-level encoding h_src; the context path still runs on it
+    (on zero vectors) so every parameter is part of every step's graph.
+
+    Context sentences arrive as ``[<boc>] + sentence`` (the task's format, which the
+    concatenation baselines need); HCE/HMCE encode each one on its own, so the lower level
+    drops the ``<boc>`` and encodes it exactly like a source sentence (its role is carried by
+    the slot-distance embedding). With shared layers e_i is then the source encoder's own
+    state (after ``--context-encoder-layers`` layers) of that sentence, which gives the
+    context cache (on unless ``set_context_cache(False)``, the task's ``--no-context-cache``):
+
+    - training and inference: a context sentence that is also a source of the batch
+      (``context_source_row`` ≥ 0, the usual case with document-window batching) is pooled
+      from the source encoder's states instead of being encoded a second time;
+    - inference (eval mode, no autograd): pooled vectors s_i are kept in a
+      :class:`SentenceVectorCache`, so each sentence of a document is encoded once.
+
+    Both compute the same numbers as encoding every context sentence separately (up to
+    float rounding from different padding); ``--no-context-cache`` does the latter, with no
+    reuse at all: every (example, slot) pair encodes its sentence on its own, as eq. 3.14 reads.
+    """
+
+    def __init__(self, cfg: TransformerConfig, ctx_cfg, dictionary, embed_tokens, memory_attention: bool):
+        super().__init__(cfg, dictionary, embed_tokens)
+        embed_dim = cfg.encoder.embed_dim
+        heads = cfg.encoder.attention_heads
+        self.memory_attention = memory_attention
+        num_lower = ctx_cfg.context_encoder_layers
+        num_lower = cfg.encoder.layers if num_lower is None else num_lower
+        if ctx_cfg.separate_context_encoder:
+            self.context_layers: Optional[nn.ModuleList] = nn.ModuleList(
+                [self.build_encoder_layer(cfg) for _ in range(num_lower)]
+            )
+            self.context_layer_norm = LayerNorm(embed_dim, export=cfg.export) if cfg.encoder.normalize_before else None
+        else:
+            if num_lower > cfg.encoder.layers:
+                raise ValueError(
+                    f"--context-encoder-layers {num_lower} exceeds --encoder-layers {cfg.encoder.layers}; "
+                    f"use --separate-context-encoder for a deeper context encoder"
+                )
+            self.context_layers = None
+        self.num_context_layers = num_lower
+        self.pooling = AttentivePooling(embed_dim, heads, dropout=cfg.attention_dropout)
+        if memory_attention:
+            self.upper = TransformerDecoderLayerBase(memory_layer_config(cfg))
+        else:
+            self.upper = TransformerEncoderLayerBase(cfg)
+        self.context_attn = MultiheadAttention(
+            embed_dim, heads, dropout=cfg.attention_dropout, encoder_decoder_attention=True
+        )
+        self.context_dropout = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
+        self.gated_sum = GatedSum(embed_dim)
+        self.document_vector: Optional[DocumentVector] = (
+            DocumentVector(embed_dim, ctx_cfg.document_vector_span, self.padding_idx) if ctx_cfg.document_vector else None
+        )
+        self.register_buffer("slot_positions", SinusoidalPositionalEmbedding.get_embedding(16, embed_dim), persistent=False)
+        self.context_cache: Optional[SentenceVectorCache] = SentenceVectorCache()
+
+    def set_context_cache(self, enabled: bool) -> None:
+        """Reuse in-batch source encodings and cache sentence vectors (default), or encode
+        the sentence of every context slot separately (the reference computation)."""
+        self.context_cache = SentenceVectorCache() if enabled else None
+
+    @property
+    def reuses_source_encodings(self) -> bool:
+        return self.context_cache is not None and self.context_layers is None
+
+    def train(self, mode: bool = True):
+        if self.context_cache is not None:
+            self.context_cache.clear()
+        return super().train(mode)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        if self.context_cache is not None:
+            self.context_cache.clear()
+        super()._load_from_state_dict(*args, **kwargs)
+
+    def slot_position_table(self, num_slots: int) -> Tensor:
+        """Sinusoidal embeddings of slot distances 0..num_slots-1, grown on demand."""
+        if num_slots > self.slot_positions.size(0):
+            self.slot_positions = SinusoidalPositionalEmbedding.get_embedding(num_slots, self.slot_positions.size(1)).to(
+                self.slot_positions
+            )
+        return self.slot_positions[:num_slots]
+
+    def lower_level_layers(self) -> Tuple[List[nn.Module], Optional[nn.Module]]:
+        if self.context_layers is not None:
+            return list(self.context_layers), self.context_layer_norm
+        return list(self.layers)[: self.num_context_layers], self.layer_norm
+
+    def encode_context_sentences(self, tokens: Tensor) -> Tensor:
+        """(U, Lc) sentences (no <boc>) → (U, C) sentence vectors s_i (eq. 3.14–3.16)."""
+        tokens = tokens[:, : max(int(tokens.ne(self.padding_idx).sum(dim=1).max()), 1)]
+        padding_mask = tokens.eq(self.padding_idx)
+        x, _ = self.forward_embedding(tokens)
+        x = (x * (1 - padding_mask.unsqueeze(-1).type_as(x))).transpose(0, 1)
+        layers, final_norm = self.lower_level_layers()
+        for layer in layers:
+            x = layer(x, encoder_padding_mask=padding_mask)
+        if final_norm is not None:
+            x = final_norm(x)
+        return self.pooling(x, padding_mask)
+
+    def source_lower_level(self, encoder_out: Dict[str, List[Tensor]]) -> Tensor:
+        """The shared lower level's states (T, B, C) of the batch's own source sentences."""
+        if self.num_context_layers == len(self.layers):
+            return encoder_out["encoder_out"][0]
+        x = encoder_out["encoder_states"][self.num_context_layers]
+        return self.layer_norm(x) if self.layer_norm is not None else x
+
+    def context_vectors(
+        self,
+        context_tokens: Tensor,
+        needed: Tensor,
+        context_source_row: Optional[Tensor],
+        pool_source_rows: Optional[SourceRowPooling],
+    ) -> Tensor:
+        """(U, C) vector s_u of every ``needed`` context row (zeros elsewhere): pooled from the
+        batch's source states (``pool_source_rows``), read from the cache, or encoded."""
+        sentences = context_tokens[:, 1:]
+        pending = needed.clone()
+        positions: List[Tensor] = [(~needed).nonzero().squeeze(1)]
+        vectors: List[Tensor] = [self.embed_tokens.weight.new_zeros(positions[0].numel(), self.embed_tokens.embedding_dim)]
+        if pool_source_rows is not None and context_source_row is not None:
+            reused = context_source_row.ge(0) & needed
+            if reused.any():
+                positions.append(reused.nonzero().squeeze(1))
+                vectors.append(pool_source_rows(context_source_row[reused]))
+                pending &= ~reused
+        use_cache = self.context_cache is not None and not self.training and not torch.is_grad_enabled()
+        keys = SentenceVectorCache.keys_of(sentences[needed], self.padding_idx) if use_cache else []
+        if use_cache:
+            key_of = dict(zip(needed.nonzero().squeeze(1).tolist(), keys))
+            pending_positions = pending.nonzero().squeeze(1).tolist()
+            found = self.context_cache.lookup([key_of[p] for p in pending_positions], like=self.embed_tokens.weight)
+            if found:
+                hits = [pending_positions[i] for i in found]
+                positions.append(torch.tensor(hits, dtype=torch.long, device=sentences.device))
+                vectors.append(torch.stack(list(found.values())))
+                pending[hits] = False
+        if pending.any():
+            positions.append(pending.nonzero().squeeze(1))
+            vectors.append(self.encode_context_sentences(sentences[pending]))
+        order = torch.cat(positions)
+        result = torch.cat(vectors).index_select(0, torch.argsort(order))
+        if use_cache:
+            self.context_cache.store(keys, result[needed])
+        return result
+
+    def context_slots(
+        self,
+        src_tokens: Tensor,
+        context_tokens: Optional[Tensor],
+        context_index: Optional[Tensor],
+        context_source_row: Optional[Tensor],
+        pool_source_rows: Optional[SourceRowPooling],
+        document_index: Optional[Tensor] = None,
+    ) -> Tuple[Tensor, Tensor]:
+        """Returns slot vectors (N, B, C) (N+1 with the document vector) and the slot mask
+        (B, N), True for empty slots."""
+        batch = src_tokens.size(0)
+        if context_index is None or context_tokens is None:
+            context_index = src_tokens.new_full((batch, 1), -1)
+            context_tokens = src_tokens.new_zeros((0, 1))
+        needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
+        needed[context_index[context_index.ge(0)]] = True
+        empty = context_index.lt(0)
+        if not needed.any():
+            vectors = self.encode_context_sentences(src_tokens.new_full((1, 1), self.dictionary.eos()))
+            slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
+        elif self.context_cache is None:
+            per_slot = self.encode_context_sentences(context_tokens[context_index[~empty], 1:])
+            slots = per_slot.new_zeros(*context_index.shape, per_slot.size(-1))
+            slots[~empty] = per_slot
+        else:
+            vectors = self.context_vectors(context_tokens, needed, context_source_row, pool_source_rows)
+            slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
+        slots = slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0)
+        if self.document_vector is not None:
+            if document_index is None:
+                raise ValueError(
+                    "this model has --document-vector but the batch has no 'document_index': "
+                    "use it with the context_translation task (which supplies it) and --context-size > 0"
+                )
+            document, no_document = self.document_vector(self.embed_tokens, context_tokens[:, 1:], document_index)
+            slots = torch.cat([slots, document.unsqueeze(1).to(slots)], dim=1)
+            empty = torch.cat([empty, no_document.unsqueeze(1)], dim=1)
+        return slots.transpose(0, 1), empty
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Optional[Tensor] = None,
+        context_tokens: Optional[Tensor] = None,
+        context_index: Optional[Tensor] = None,
+        context_source_row: Optional[Tensor] = None,
+        document_index: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+    ) -> Dict[str, List[Tensor]]:
+        reuse = self.reuses_source_encodings and context_source_row is not None
+        out = self.encode_sources(src_tokens, src_lengths, return_all_hiddens, reuse, token_embeddings)
+        pool = self.source_row_pooling([out], [torch.arange(src_tokens.size(0), device=src_tokens.device)]) if reuse else None
+        slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
+        return self.fuse_context(out, slots, empty)
+
+    def forward_chunks(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Tensor,
+        chunks: List[Tensor],
+        context_tokens: Optional[Tensor] = None,
+        context_index: Optional[Tensor] = None,
+        context_source_row: Optional[Tensor] = None,
+        document_index: Optional[Tensor] = None,
+    ) -> List[Dict[str, List[Tensor]]]:
+        """The encoder outputs of the batch rows ``chunks`` (a partition of the batch), each
+        chunk cut to its own longest source: the same numbers as :meth:`forward` on the whole
+        batch, with less padding. Context sentences that are sources of the batch are pooled
+        from whichever chunk encoded them."""
+        reuse = self.reuses_source_encodings and context_source_row is not None
+        outs = [
+            self.encode_sources(trim_padding(src_tokens.index_select(0, rows), self.padding_idx)[0],
+                                src_lengths.index_select(0, rows), False, reuse)
+            for rows in chunks
+        ]
+        pool = self.source_row_pooling(outs, chunks) if reuse else None
+        slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
+        return [self.fuse_context(out, slots.index_select(1, rows), empty.index_select(0, rows)) for out, rows in zip(outs, chunks)]
+
+    def encode_sources(
+        self, src_tokens: Tensor, src_lengths: Optional[Tensor], return_all_hiddens: bool, reuse: bool,
+        token_embeddings: Optional[Tensor] = None,
+    ) -> Dict[str, List[Tensor]]:
+        """The sentence-level encoder output, with the lower level's states kept when the
+        context reuses a lower level shallower than the encoder."""
+        keep_states = reuse and self.num_context_layers < len(self.layers)
+        out = self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens or keep_states, token_embeddings)
+        out["lower_level"] = [self.source_lower_level(out)] if reuse else []
+        if keep_states and not return_all_hiddens:
+            out["encoder_states"] = []
+            out["fc_results"] = []
+        return out
+
+    def source_row_pooling(self, outs: List[Dict[str, List[Tensor]]], chunks: List[Tensor]) -> SourceRowPooling:
+        """A function batch rows (R,) → their pooled lower-level vectors s (R, C), reading each
+        row from the encoder output of the chunk that holds it."""
+        batch = sum(rows.numel() for rows in chunks)
+        chunk_of = chunks[0].new_empty(batch)
+        local_of = chunks[0].new_empty(batch)
+        for number, rows in enumerate(chunks):
+            chunk_of[rows] = number
+            local_of[rows] = torch.arange(rows.numel(), device=rows.device)
+
+        def pool(rows: Tensor) -> Tensor:
+            positions, vectors = [], []
+            for number, out in enumerate(outs):
+                selected = chunk_of[rows].eq(number)
+                if selected.any():
+                    local = local_of[rows[selected]]
+                    states = out["lower_level"][0].index_select(1, local)
+                    mask = out["encoder_padding_mask"][0].index_select(0, local)
+                    positions.append(selected.nonzero().squeeze(1))
+                    vectors.append(self.pooling(states, mask))
+            return torch.cat(vectors).index_select(0, torch.argsort(torch.cat(positions)))
+
+        return pool
+
+    def fuse_context(self, out: Dict[str, List[Tensor]], slots: Tensor, empty: Tensor) -> Dict[str, List[Tensor]]:
+        """Upper level over the slots (N, B, C), source-context attention and the gated sum
+        into ``out["encoder_out"]`` (eq. 3.6–3.8, 3.17)."""
+        out.pop("lower_level", None)
+        h_src = out["encoder_out"][0]
+        has_context = ~empty.all(dim=1)
+        slot_mask = empty & has_context.unsqueeze(1)
+        if self.memory_attention:
+            memory = out["encoder_embedding"][0].transpose(0, 1)
+            t, _, _ = self.upper(
+                slots,
+                encoder_out=memory,
+                encoder_padding_mask=out["encoder_padding_mask"][0],
+                self_attn_padding_mask=slot_mask,
+            )
+        else:
+            t = self.upper(slots, encoder_padding_mask=slot_mask)
+        h_ctx, _ = self.context_attn(query=h_src, key=t, value=t, key_padding_mask=slot_mask, need_weights=False)
+        fused = self.gated_sum(h_src, self.context_dropout(h_ctx))
+        out["encoder_out"] = [torch.where(has_context.view(1, -1, 1), fused, h_src)]
+        return out
+
+
+def memory_layer_config(cfg: TransformerConfig) -> TransformerConfig:
+    """A decoder-layer config whose sizes are the encoder's, so that fairseq's
+    TransformerDecoderLayerBase serves as HMCE's self-attention + memory-attention + FFN."""
+    memory_cfg = copy.deepcopy(cfg)
+    memory_cfg.decoder.embed_dim = cfg.encoder.embed_dim
+    memory_cfg.decoder.ffn_embed_dim = cfg.encoder.ffn_embed_dim
+    memory_cfg.decoder.attention_heads = cfg.encoder.attention_heads
+    memory_cfg.decoder.normalize_before = cfg.encoder.normalize_before
+    memory_cfg.cross_self_attention = False
+    return memory_cfg

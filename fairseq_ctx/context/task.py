@@ -1,0 +1,149 @@
+"""Task ``context_translation``: translation whose batches carry previous source sentences."""
+import inspect
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fairseq import utils
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
+from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
+from fairseq_ctx.core.model_family import check_model_family
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ContextTranslationConfig(TranslationConfig):
+    context_size: int = field(
+        default=2,
+        metadata={"help": "number of previous source sentences of the same document given "
+                  "as context (SPEC §1: N=2 in the thesis); 0 = sentence-level"},
+    )
+    max_context_tokens: Optional[int] = field(
+        default=None,
+        metadata={"help": "truncate each context sentence (with its <boc>) to this many tokens; "
+                  "default: --max-source-positions. Truncations are counted and logged once"},
+    )
+    document_window: int = field(
+        default=16,
+        metadata={"help": "batch runs of this many consecutive sentences of a document (windows "
+                  "shuffled, then sorted by their longest sentence) so that most context sentences "
+                  "are sources of the same batch, whose encodings HCE/HMCE reuse; 0 = fairseq's "
+                  "length-sorted order (contexts are then encoded separately)"},
+    )
+    no_context_cache: bool = field(
+        default=False,
+        metadata={"help": "HCE/HMCE: encode the sentence of every context slot of every example on "
+                  "its own instead of reusing the batch's source encodings and caching sentence "
+                  "vectors during inference (same results, slower; the reference computation)"},
+    )
+    context_begin_symbol: str = field(
+        default="<boc>",
+        metadata={"help": "beginning-of-context symbol prepended to every context sentence; "
+                  "added to the source dictionary (and the target one when they are joined)"},
+    )
+
+
+@register_task("context_translation", dataclass=ContextTranslationConfig)
+class ContextTranslationTask(TranslationTask):
+    """Document-level translation (SPEC §1). Data = a fairseq-preprocess directory plus
+    ``{split}.docids`` (one document id per source line) in the same directory."""
+
+    cfg: ContextTranslationConfig
+
+    def __init__(self, cfg: ContextTranslationConfig, src_dict, tgt_dict):
+        joined = src_dict == tgt_dict
+        super().__init__(cfg, src_dict, tgt_dict)
+        self.boc_index = src_dict.add_symbol(cfg.context_begin_symbol)
+        self.count_context_tokens = True
+        self.document_span = 0
+        if joined and tgt_dict is not src_dict:
+            tgt_dict.add_symbol(cfg.context_begin_symbol)
+
+    @property
+    def context_limit(self) -> int:
+        limit = self.cfg.max_source_positions
+        if self.cfg.max_context_tokens is not None:
+            limit = min(limit, self.cfg.max_context_tokens)
+        if limit < 2:
+            raise ValueError(f"--max-context-tokens must be at least 2 (<boc> and </s>), got {limit}")
+        return limit
+
+    def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
+        paths = utils.split_paths(self.cfg.data)
+        data_path = paths[(epoch - 1) % len(paths)] if split == self.cfg.train_subset else paths[0]
+        if _binarized_split_is_empty(data_path, split, self.cfg.source_lang, self.cfg.target_lang):
+            raise DocumentIdError(_empty_split_message(data_path, split))
+        super().load_dataset(split, epoch=epoch, combine=False, **kwargs)
+        pair = self.datasets[split]
+        if len(pair) == 0:
+            raise DocumentIdError(_empty_split_message(data_path, split))
+        if self.cfg.document_window < 0:
+            raise ValueError(f"--document-window must be >= 0, got {self.cfg.document_window}")
+        if self.cfg.context_size < 0:
+            raise ValueError(f"--context-size must be >= 0, got {self.cfg.context_size}")
+        if self.cfg.context_size == 0:
+            return
+        codes = read_docids(docids_path(data_path, split), split, len(pair))
+        self.datasets[split] = ContextTranslationDataset(
+            pair,
+            codes,
+            context_size=self.cfg.context_size,
+            boc_index=self.boc_index,
+            max_context_tokens=self.context_limit,
+            split=split,
+            document_window=self.cfg.document_window,
+        )
+        self.configure_dataset(self.datasets[split])
+
+    def configure_dataset(self, dataset) -> None:
+        """What the built model needs from the batches (datasets loaded before the model was
+        built, as fairseq-train loads the validation split, are updated when it is)."""
+        if isinstance(dataset, ContextTranslationDataset):
+            dataset.count_context_tokens = self.count_context_tokens
+            dataset.document_span = self.document_span
+
+    def build_model(self, cfg, from_checkpoint: bool = False):
+        check_model_family(cfg, "context_translation")
+        model = super().build_model(cfg, from_checkpoint)
+        if self.cfg.context_size > 0 and not _accepts_context(model):
+            raise ValueError(
+                f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} is a "
+                f"sentence-level model and cannot read context; train it with --context-size 0 "
+                f"(same data directory) or choose a context-aware arch such as hce or hmce"
+            )
+        if hasattr(model.encoder, "set_context_cache"):
+            model.encoder.set_context_cache(not self.cfg.no_context_cache)
+            self.count_context_tokens = not (model.encoder.reuses_source_encodings and self.cfg.document_window > 0)
+            document_vector = getattr(model.encoder, "document_vector", None)
+            self.document_span = document_vector.span if document_vector is not None else 0
+            for dataset in self.datasets.values():
+                self.configure_dataset(dataset)
+        checkpoint = getattr(cfg, "pretrained_sentence_checkpoint", None)
+        if checkpoint and not from_checkpoint:
+            model.load_sentence_checkpoint(checkpoint)
+        return model
+
+
+def _empty_split_message(data_path: str, split: str) -> str:
+    return (
+        f"context_translation: split '{split}' in {data_path} has 0 sentences; "
+        f"check the text files given to fairseq-preprocess for this split"
+    )
+
+
+def _binarized_split_is_empty(data_path: str, split: str, src: str, tgt: str) -> bool:
+    """fairseq cannot memory-map an empty .bin file; detect the empty split before it tries."""
+    for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
+        path = os.path.join(data_path, f"{split}.{pair}.{src}.bin")
+        if os.path.exists(path):
+            return os.path.getsize(path) == 0
+    return False
+
+
+def _accepts_context(model) -> bool:
+    return "context_index" in inspect.signature(model.encoder.forward).parameters

@@ -1,0 +1,1 @@
+"""Multilingual corpora: binarization with a shared dictionary, the pair dataset, the generated corpus."""

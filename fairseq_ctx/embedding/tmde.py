@@ -1,0 +1,170 @@
+"""Architectures ``tmde``, ``tmde_p``, ``tmde_f`` and ``ct_mde``: Transformer multilingual
+document embedding models (Li 2021, ch. 4; SPEC §5)."""
+from typing import Dict, List, Optional
+
+import torch
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase, TransformerModel
+from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_vaswani_wmt_en_de_big
+from torch import Tensor
+
+from fairseq_ctx.context.modules.pyramid_queries import PyramidQueryPooling, attend_with_layer
+
+
+class EmbeddingTransformerEncoder(TransformerEncoderBase):
+    """fairseq's Transformer encoder whose output also carries the sentence embedding P.
+
+    P = H^L[0], the output at the STR_TAG position (eq. 4.3–4.5), or the pyramid pooling of
+    T-MDE_P. With ``bottleneck`` the encoder output handed to the decoder is P alone (one
+    key/value for encoder-decoder attention, Fig. 4.1) — also during fairseq-generate.
+    """
+
+    def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, bottleneck: bool,
+                 pyramid_queries: Optional[List[int]] = None):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.bottleneck = bottleneck
+        self.pyramid = None
+        if pyramid_queries:
+            self.pyramid = PyramidQueryPooling(
+                cfg.encoder.embed_dim, cfg.encoder.attention_heads, cfg.encoder.ffn_embed_dim, pyramid_queries,
+                dropout=cfg.dropout, activation_fn=cfg.activation_fn,
+            )
+            self.pyramid.first_layer(len(self.layers))
+
+    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None, return_all_hiddens: bool = False,
+                token_embeddings: Optional[Tensor] = None) -> Dict[str, List[Tensor]]:
+        full_last_layer = return_all_hiddens or not self.bottleneck or self._pyramid_reads_last_layer()
+        states, last, padding, token_embedding = self._encode(src_tokens, token_embeddings, full_last_layer)
+        embedding = self._embedding(states, last, padding)
+        return {
+            "encoder_out": [embedding.unsqueeze(0) if self.bottleneck else last],
+            "encoder_padding_mask": [] if self.bottleneck else [padding],
+            "encoder_embedding": [token_embedding],
+            "encoder_states": states if return_all_hiddens else [],
+            "fc_results": [],
+            "src_tokens": [],
+            "src_lengths": [src_tokens.ne(self.padding_idx).sum(dim=1, dtype=torch.int32).reshape(-1, 1)],
+            "sentence_embedding": [embedding],
+        }
+
+    def sentence_embedding(self, src_tokens: Tensor) -> Tensor:
+        """P alone (B, C), computing the last layer at position 0 only where P allows it."""
+        states, last, padding, _ = self._encode(src_tokens, None, self._pyramid_reads_last_layer())
+        return self._embedding(states, last, padding)
+
+    def _pyramid_reads_last_layer(self) -> bool:
+        return self.pyramid is not None and self.pyramid.first_layer(len(self.layers)) == len(self.layers)
+
+    def _encode(self, src_tokens: Tensor, token_embeddings: Optional[Tensor], full_last_layer: bool):
+        """fairseq's encoder loop (forward_scriptable). Without ``full_last_layer`` the last layer
+        computes its queries, FFN and norms for position 0 only (keys/values still cover every
+        position): exact whenever nothing reads H^L beyond P = H^L[0], and it saves most of one
+        layer in every pass. Returns (H^0..H^L with H^0 the embedded input, final output,
+        padding mask (B, T), token embedding)."""
+        padding = src_tokens.eq(self.padding_idx)
+        has_pads = bool(padding.any())
+        x, token_embedding = self.forward_embedding(src_tokens, token_embeddings)
+        if has_pads:
+            x = x * (1 - padding.unsqueeze(-1).type_as(x))
+        x = x.transpose(0, 1)
+        mask = padding if has_pads else None
+        states = [x]
+        last_layer = self.layers[len(self.layers) - 1]
+        for layer in self.layers:  # LayerDropModuleList may skip layers in training
+            if layer is last_layer and not full_last_layer:
+                x = attend_with_layer(layer, x[:1], x, mask)
+            else:
+                x = layer(x, encoder_padding_mask=mask)
+            states.append(x)
+        last = self.layer_norm(x) if self.layer_norm is not None else x
+        return states, last, padding, token_embedding
+
+    def _embedding(self, states: List[Tensor], last: Tensor, padding: Tensor) -> Tensor:
+        if self.pyramid is None:
+            return last[0]
+        return self.pyramid(states[1:], last, padding if padding.any() else None, self.layers)
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        reordered["sentence_embedding"] = [encoder_out["sentence_embedding"][0].index_select(0, new_order)]
+        return reordered
+
+
+@register_model("transformer_mde")
+class TransformerMDE(TransformerModel):
+    """T-MDE family: shared encoder, small decoder, sentence embedding ``embed()`` (SPEC §5)."""
+
+    task_name = "multilingual_embedding"  # checked by the tasks (fairseq_ctx.core.model_family)
+
+    @staticmethod
+    def add_args(parser):
+        TransformerModel.add_args(parser)
+        parser.add_argument("--full-encoder-attention", action="store_true",
+                            help="T-MDE_F ablation: the decoder attends to all encoder outputs, not only P")
+        parser.add_argument("--pyramid-queries", type=str, default="",
+                            help="T-MDE_P: comma-separated query counts per level, e.g. 32,16,8 (eq. 4.8-4.13); "
+                                 "empty = P is the STR_TAG output")
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        queries = [int(q) for q in str(getattr(args, "pyramid_queries", "") or "").split(",") if q.strip()]
+        return EmbeddingTransformerEncoder(
+            TransformerConfig.from_namespace(args), src_dict, embed_tokens,
+            bottleneck=not getattr(args, "full_encoder_attention", False), pyramid_queries=queries,
+        )
+
+    def forward(self, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor,
+                return_all_hiddens: bool = False, features_only: bool = False,
+                alignment_layer: Optional[int] = None, alignment_heads: Optional[int] = None):
+        encoder_out = self.encoder(src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens)
+        x, extra = self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only,
+                                alignment_layer=alignment_layer, alignment_heads=alignment_heads,
+                                src_lengths=src_lengths, return_all_hiddens=return_all_hiddens)
+        extra["sentence_embedding"] = encoder_out["sentence_embedding"][0]
+        return x, extra
+
+    def embed(self, src_tokens: Tensor, src_lengths: Tensor) -> Tensor:
+        """Sentence/document embeddings (B, d) of STR_TAG-prefixed, right-padded sources."""
+        return self.encoder.sentence_embedding(src_tokens)
+
+
+def _tmde_defaults(args):
+    args.encoder_layers = getattr(args, "encoder_layers", 6)
+    args.decoder_layers = getattr(args, "decoder_layers", 1)
+    args.share_all_embeddings = getattr(args, "share_all_embeddings", True)
+    base_architecture(args)
+
+
+@register_model_architecture("transformer_mde", "tmde")
+def tmde(args):
+    """T-MDE: P = H^L[0]; the decoder's encoder-decoder attention sees only P."""
+    args.full_encoder_attention = getattr(args, "full_encoder_attention", False)
+    _tmde_defaults(args)
+
+
+@register_model_architecture("transformer_mde", "tmde_f")
+def tmde_f(args):
+    """T-MDE_F: full encoder-decoder attention (no bottleneck), P still H^L[0]."""
+    args.full_encoder_attention = True
+    _tmde_defaults(args)
+
+
+@register_model_architecture("transformer_mde", "tmde_p")
+def tmde_p(args):
+    """T-MDE_P: pyramid learnable queries 32/16/8 + layer aggregation (eq. 4.8–4.17)."""
+    args.pyramid_queries = getattr(args, "pyramid_queries", "") or "32,16,8"
+    tmde(args)
+
+
+@register_model_architecture("transformer_mde", "ct_mde")
+def ct_mde(args):
+    """Thesis-size T-MDE (Table 4.1): 1024 dims, 16 heads, FFN 4096, 6 enc / 1 dec, pre-norm,
+    dropout 0.3, and, as in fairseq's transformer_vaswani_wmt_en_de_big the thesis started from,
+    separate encoder, decoder and output embedding tables (with a 50K vocabulary: 246M parameters,
+    Table 4.1's count); the "c" means training with ``--criterion distance_constraint``."""
+    args.encoder_normalize_before = getattr(args, "encoder_normalize_before", True)
+    args.decoder_normalize_before = getattr(args, "decoder_normalize_before", True)
+    args.encoder_layers = getattr(args, "encoder_layers", 6)
+    args.decoder_layers = getattr(args, "decoder_layers", 1)
+    args.full_encoder_attention = getattr(args, "full_encoder_attention", False)
+    transformer_vaswani_wmt_en_de_big(args)

@@ -1,0 +1,1 @@
+"""Dense feature files, the multi-input dataset and the generated multimodal corpus."""

@@ -1,0 +1,1 @@
+"""Multi-input attention (Transformer and Bahdanau forms) and the feature projection."""
