@@ -11,28 +11,14 @@ architecture (transformer with ``--context-size 0``, hce, hmce, ctx_concat, dat,
 import glob
 import os
 from argparse import Namespace
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
-import numpy as np
 import torch
 from fairseq import utils
-from fairseq.data import LanguagePairDataset
 
 import fairseq_ctx  # noqa: F401  (registers the task and the archs, allow-lists checkpoint classes)
 from fairseq_ctx.core.checkpoint_loading import load_ensemble
-from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
-
-
-@dataclass
-class Example:
-    """One sentence to translate or score: source tokens, its context sentences (nearest
-    first, source side, without ``<boc>``) and optionally a target."""
-
-    source: torch.Tensor
-    context: List[torch.Tensor] = field(default_factory=list)
-    target: Optional[torch.Tensor] = None
+from fairseq_ctx.context.data.context_examples import Example, RunningContext
 
 
 def resolve_checkpoint(path: str, checkpoint_file: str = "checkpoint_best.pt") -> str:
@@ -63,6 +49,7 @@ class DocumentTranslator:
         )
         self.scorer = task.build_generator(models, Namespace(score_reference=True))
         self.device = next(models[0].parameters()).device
+        self.collate = task.example_collater()
 
     def encode(self, line: str, dictionary) -> torch.Tensor:
         line = line.strip()
@@ -85,30 +72,7 @@ class DocumentTranslator:
     def make_sample(self, examples: Sequence[Example]) -> Dict:
         """Collate ``examples`` with the task's own dataset classes; ``sample["id"][row]`` is the
         position of the example in ``examples``."""
-        sources, targets, codes, wanted = [], [], [], []
-        with_target = examples[0].target is not None
-        for number, example in enumerate(examples):
-            context = example.context[: self.context_size]
-            for sentence in [*reversed(context), example.source]:
-                sources.append(sentence)
-                targets.append(example.target if with_target else None)
-                codes.append(number)
-            wanted.append(len(sources) - 1)
-        eos = torch.tensor([self.tgt_dict.eos()])
-        tgt = [t if t is not None else eos for t in targets] if with_target else None
-        pair = LanguagePairDataset(
-            sources, np.array([len(s) for s in sources]), self.src_dict,
-            tgt, np.array([len(t) for t in tgt]) if tgt else None, self.tgt_dict,
-            left_pad_source=self.task.cfg.left_pad_source, left_pad_target=self.task.cfg.left_pad_target,
-        )
-        dataset = pair
-        if self.context_size > 0:
-            dataset = ContextTranslationDataset(pair, np.array(codes), context_size=self.context_size,
-                                                boc_index=self.task.boc_index,
-                                                max_context_tokens=self.task.context_limit)
-        sample = dataset.collater([dataset[index] for index in wanted])
-        position = {index: number for number, index in enumerate(wanted)}
-        sample["id"] = torch.tensor([position[i] for i in sample["id"].tolist()])
+        sample = self.collate(examples)
         return utils.move_to_cuda(sample) if self.device.type == "cuda" else sample
 
     @torch.no_grad()
@@ -140,20 +104,19 @@ class DocumentTranslator:
         output line and clears the running context. Sentences are batched ``batch_size`` at a
         time across documents (the context is source-side, so batching does not change the
         result) and only the running context is kept: the input is never held whole."""
-        history: deque = deque(maxlen=max(self.context_size, 1))
+        running = RunningContext(self.collate.history_size)
         pending: List[Optional[int]] = []
         batch: List[Example] = []
         for line in lines:
             if not line.strip():
-                history.clear()
+                running.next(None)
                 if batch:
                     pending.append(None)
                 else:
                     yield ""
                 continue
             source = self.encode_source(line)
-            context = list(reversed(history)) if self.context_size else []
-            history.append(source)
+            context = running.next(source)
             pending.append(len(batch))
             batch.append(Example(source, context))
             if len(batch) >= batch_size:
@@ -165,6 +128,16 @@ class DocumentTranslator:
         hypotheses = self.translate_examples(batch)
         for slot in pending:
             yield "" if slot is None else self.decode(hypotheses[slot])
+
+    def translate(self, sentences: str) -> str:
+        """One sentence on its own (a document of one sentence: no context). fairseq's hub
+        ``translate(list)`` translates sentences independently, which would drop the context a
+        list of sentences usually has; use :meth:`translate_document` or :meth:`translate_stream`."""
+        if not isinstance(sentences, str):
+            raise TypeError("DocumentTranslator.translate takes one sentence; for a list of sentences use "
+                            "translate_document(sentences) (one document, running context) or "
+                            "translate_stream(lines) (blank line = document boundary)")
+        return self.translate_document([sentences])[0]
 
     def translate_document(self, sentences: Sequence[str], batch_size: int = 32) -> List[str]:
         """Translate one document (a list of sentences, in order) keeping the running context."""
@@ -192,3 +165,16 @@ def load(checkpoint: str, checkpoint_file: str = "checkpoint_best.pt", data: Opt
         if use_cuda:
             model.cuda()
     return DocumentTranslator(task, models, spm_model=spm_model, **generation)
+
+
+def from_pretrained(model_name_or_path: str, checkpoint_file: str = "checkpoint_best.pt",
+                    data_name_or_path: Optional[str] = None, **kwargs) -> DocumentTranslator:
+    """``Model.from_pretrained`` of every context_translation model class: fairseq's signature,
+    answered with a :class:`DocumentTranslator` (fairseq's GeneratorHubInterface cannot pass
+    context). A relative ``data_name_or_path`` is looked up in the model directory first, as
+    fairseq does; ``kwargs``: spm_model, cpu, beam, max_len_a, max_len_b, lenpen."""
+    data = data_name_or_path
+    if data is not None and not os.path.isabs(data) and os.path.isdir(model_name_or_path):
+        inside = os.path.join(model_name_or_path, data)
+        data = inside if os.path.isdir(inside) else data
+    return load(model_name_or_path, checkpoint_file=checkpoint_file, data=data, **kwargs)

@@ -10,7 +10,10 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
+from fairseq_ctx.context.data.context_examples import ExampleCollater
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
+from fairseq_ctx.context.interactive import InteractiveDocuments
+from fairseq_ctx.core.hydra_model_config import legacy_model_args
 from fairseq_ctx.core.model_family import check_model_family
 
 logger = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class ContextTranslationTask(TranslationTask):
     ``{split}.docids`` (one document id per source line) in the same directory."""
 
     cfg: ContextTranslationConfig
+    interactive: Optional[InteractiveDocuments] = None  # fairseq-interactive's document state, made on first use
 
     def __init__(self, cfg: ContextTranslationConfig, src_dict, tgt_dict):
         joined = src_dict == tgt_dict
@@ -109,7 +113,7 @@ class ContextTranslationTask(TranslationTask):
 
     def build_model(self, cfg, from_checkpoint: bool = False):
         check_model_family(cfg, "context_translation")
-        model = super().build_model(cfg, from_checkpoint)
+        model = super().build_model(legacy_model_args(cfg), from_checkpoint)
         if self.cfg.context_size > 0 and not _accepts_context(model):
             raise ValueError(
                 f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} is a "
@@ -127,6 +131,41 @@ class ContextTranslationTask(TranslationTask):
         if checkpoint and not from_checkpoint:
             model.load_sentence_checkpoint(checkpoint)
         return model
+
+    def example_collater(self) -> ExampleCollater:
+        """Collates sentences with an explicitly given context into this task's batch format."""
+        return ExampleCollater(
+            self.source_dictionary, self.target_dictionary, self.cfg.context_size, self.boc_index,
+            self.context_limit, self.cfg.left_pad_source, self.cfg.left_pad_target, self.document_span,
+        )
+
+    def interactive_documents(self) -> InteractiveDocuments:
+        if self.interactive is None:
+            self.interactive = InteractiveDocuments(self.example_collater())
+        return self.interactive
+
+    def get_interactive_tokens_and_lengths(self, lines, encode_fn):
+        """fairseq-interactive: each buffer's lines continue the running document context; a
+        blank line starts a new document."""
+        tokens, lengths = super().get_interactive_tokens_and_lengths(lines, encode_fn)
+        if self.cfg.context_size > 0:
+            self.interactive_documents().read_buffer(lines, tokens)
+        return tokens, lengths
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None, **kwargs):
+        """The buffer read by :meth:`get_interactive_tokens_and_lengths`, blank lines left out,
+        each sentence with its context; anything else raises :class:`ContextUnavailableError`
+        (e.g. fairseq's GeneratorHubInterface, which has no notion of documents)."""
+        if self.cfg.context_size == 0:
+            return super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
+        return self.interactive_documents().build_dataset(src_tokens, src_lengths, constraints, self)
+
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        """A batch without context entries is only accepted from fairseq-interactive (whose
+        sample keeps just ``src_tokens``/``src_lengths``; the context is put back)."""
+        if self.cfg.context_size > 0 and "context_index" not in sample["net_input"]:
+            sample = self.interactive_documents().restore_context(sample)
+        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
 
 
 def _empty_split_message(data_path: str, split: str) -> str:

@@ -13,6 +13,8 @@ from fairseq.models.lstm import Embedding, LSTMEncoder
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
 
+from fairseq_ctx.embedding.pretrained import no_hub_interface
+
 
 class MaxPooledBiLSTMEncoder(FairseqEncoder):
     """BiLSTM over the tokens; the sentence embedding is the max over time of the top layer's
@@ -92,6 +94,10 @@ class LaserModel(FairseqEncoderDecoderModel):
         parser.add_argument("--decoder-hidden-size", type=int, help="decoder LSTM units (LASER: 2048)")
         parser.add_argument("--decoder-lang-embed-dim", type=int, help="target-language embedding size (LASER: 32)")
         parser.add_argument("--dropout", type=float, help="dropout probability")
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        no_hub_interface("laser_bilstm")
 
     @classmethod
     def build_model(cls, args, task):

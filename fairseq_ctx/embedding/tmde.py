@@ -9,6 +9,7 @@ from fairseq.models.transformer.transformer_legacy import base_architecture, tra
 from torch import Tensor
 
 from fairseq_ctx.context.modules.pyramid_queries import PyramidQueryPooling, attend_with_layer
+from fairseq_ctx.embedding.pretrained import no_hub_interface
 
 
 class EmbeddingTransformerEncoder(TransformerEncoderBase):
@@ -104,6 +105,10 @@ class TransformerMDE(TransformerModel):
         parser.add_argument("--pyramid-queries", type=str, default="",
                             help="T-MDE_P: comma-separated query counts per level, e.g. 32,16,8 (eq. 4.8-4.13); "
                                  "empty = P is the STR_TAG output")
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        no_hub_interface("transformer_mde (tmde, tmde_p, tmde_f, ct_mde)")
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

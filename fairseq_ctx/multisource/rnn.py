@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from fairseq_ctx.multisource.aux_input_spec import parse_spec
 from fairseq_ctx.multisource.modules.feature_projection import FeatureProjection
 from fairseq_ctx.multisource.modules.multi_source_bahdanau import RNN_COMBINATIONS, MultiSourceBahdanauAttention
+from fairseq_ctx.multisource.pretrained import text_only_hub
 
 
 class BiGRUEncoder(nn.Module):
@@ -163,6 +164,11 @@ class MultiSourceRNN(FairseqEncoderDecoderModel):
         encoder = MultiSourceRNNEncoder(args, task.source_dictionary, getattr(task, "extra_dicts", {}))
         input_dims = [2 * args.encoder_hidden_size] * (1 + len(encoder.aux_inputs))
         return cls(encoder, MultiSourceRNNDecoder(args, task.target_dictionary, input_dims))
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """fairseq's hub interface for a text-only model; a clear error when it reads auxiliary inputs."""
+        return text_only_hub(super().from_pretrained(*args, **kwargs))
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, aux_inputs=None, **unused):
         encoder_out = self.encoder(src_tokens, src_lengths=src_lengths, aux_inputs=aux_inputs)

@@ -9,6 +9,7 @@ from torch import Tensor
 from fairseq_ctx.multisource.aux_input_spec import parse_spec
 from fairseq_ctx.multisource.transformer_layers import MultiSourceEncoder, MultiSourceTransformerDecoder
 from fairseq_ctx.multisource.modules.multi_input_attention import COMBINATIONS
+from fairseq_ctx.multisource.pretrained import text_only_hub
 
 
 @register_model("multisource_transformer")
@@ -49,6 +50,11 @@ class MultiSourceTransformer(TransformerModel):
         model = super().build_model(args, task)
         model.encoder.add_text_encoders(getattr(task, "extra_dicts", {}), lambda d, dim: cls.build_embedding(args, d, dim))
         return model
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """fairseq's hub interface for a text-only model; a clear error when it reads auxiliary inputs."""
+        return text_only_hub(super().from_pretrained(*args, **kwargs))
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

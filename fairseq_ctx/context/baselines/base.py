@@ -23,6 +23,29 @@ class ContextTransformerModel(TransformerModel):
             gen_parser_from_dataclass(parser, cls.config_class(), delete_default=True)
 
     @classmethod
+    def build_model(cls, args, task):
+        from fairseq_ctx.context.task import ContextTranslationTask
+
+        if not isinstance(task, ContextTranslationTask):
+            arch = getattr(args, "arch", None) or getattr(args, "_name", "?")
+            raise ValueError(
+                f"--arch {arch} is a context_translation model, but the task is {type(task).__name__}, which "
+                f"gives it no context and would translate sentence by sentence; use --task context_translation "
+                f"(data directory with {{split}}.docids) or, for raw text, fairseq_ctx.context.hub / "
+                f"fairseq-ctx-translate-doc"
+            )
+        return super().build_model(args, task)
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path: str, checkpoint_file: str = "checkpoint_best.pt",
+                        data_name_or_path: Optional[str] = None, **kwargs):
+        """A :class:`fairseq_ctx.context.hub.DocumentTranslator` (document-level translation with
+        the running context), not fairseq's GeneratorHubInterface, which cannot pass context."""
+        from fairseq_ctx.context import hub
+
+        return hub.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+
+    @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
         return cls.encoder_class(TransformerConfig.from_namespace(args), args, src_dict, embed_tokens)
 

@@ -1,0 +1,125 @@
+"""Sentences with an explicitly given context, collated into the batch format of
+``context_translation`` (for inference on raw text: the hub, fairseq-interactive)."""
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from fairseq.data import Dictionary, LanguagePairDataset
+
+from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
+from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
+
+
+@dataclass
+class Example:
+    """One sentence to translate or score: source tokens, its context sentences (nearest
+    first, source side, without ``<boc>``) and optionally a target."""
+
+    source: torch.Tensor
+    context: List[torch.Tensor] = field(default_factory=list)
+    target: Optional[torch.Tensor] = None
+
+
+@dataclass
+class ExampleCollater:
+    """Collates :class:`Example` lists with the task's own dataset classes, so a batch is
+    exactly what :class:`ContextTranslationDataset` gives for the same sentences and context
+    (Yun 2022 §3: the previous ``context_size`` source sentences of the document)."""
+
+    src_dict: Dictionary
+    tgt_dict: Dictionary
+    context_size: int
+    boc_index: int
+    max_context_tokens: int
+    left_pad_source: bool = True
+    left_pad_target: bool = False
+    document_span: int = 0
+
+    @property
+    def history_size(self) -> int:
+        """Previous sentences an example needs: its context, and with a document vector
+        (``document_span`` M > 0) the previous M sentences of the document."""
+        return max(self.context_size, self.document_span) if self.context_size > 0 else 0
+
+    def __call__(self, examples: Sequence[Example]) -> Dict:
+        """The batch of ``examples``; ``sample["id"][row]`` is the position of the example in
+        ``examples`` (rows are sorted by length, as fairseq's collater does)."""
+        sources, targets, codes, wanted = [], [], [], []
+        with_target = examples[0].target is not None
+        for number, example in enumerate(examples):
+            context = example.context[: self.history_size]
+            for sentence in [*reversed(context), example.source]:
+                sources.append(sentence)
+                targets.append(example.target if with_target else None)
+                codes.append(number)
+            wanted.append(len(sources) - 1)
+        eos = torch.tensor([self.tgt_dict.eos()])
+        tgt = [t if t is not None else eos for t in targets] if with_target else None
+        pair = LanguagePairDataset(
+            sources, np.array([len(s) for s in sources]), self.src_dict,
+            tgt, np.array([len(t) for t in tgt]) if tgt else None, self.tgt_dict,
+            left_pad_source=self.left_pad_source, left_pad_target=self.left_pad_target,
+        )
+        dataset = pair
+        if self.context_size > 0:
+            dataset = ContextTranslationDataset(pair, np.array(codes), context_size=self.context_size,
+                                                boc_index=self.boc_index, max_context_tokens=self.max_context_tokens)
+            dataset.document_span = self.document_span
+        sample = dataset.collater([dataset[index] for index in wanted])
+        position = {index: number for number, index in enumerate(wanted)}
+        sample["id"] = torch.tensor([position[i] for i in sample["id"].tolist()])
+        return sample
+
+
+class RunningContext:
+    """The running context of streamed text: the previous ``history_size`` source sentences of
+    the current document, nearest first; a blank line ends the document (nothing crosses it)."""
+
+    def __init__(self, history_size: int):
+        self.history_size = history_size
+        self.history: deque = deque(maxlen=max(history_size, 1))
+
+    def next(self, source: Optional[torch.Tensor]) -> Optional[List[torch.Tensor]]:
+        """The context of the next line's ``source`` (then remembered), or ``None`` for a blank
+        line (``source=None``), which starts a new document."""
+        if source is None:
+            self.history.clear()
+            return None
+        context = list(reversed(self.history)) if self.history_size else []
+        self.history.append(source)
+        return context
+
+
+class ExampleDataset(LanguagePairWrapper):
+    """The non-blank lines of one fairseq-interactive buffer with their running context. Sizes,
+    ordering and filtering are the source sentences' (``pair``); a batch is collated by
+    ``collate`` from the examples, ``id`` = the line's number in the buffer (blank lines have
+    no example, so they get no output), and ``on_collate`` sees every batch."""
+
+    def __init__(self, pair: LanguagePairDataset, examples: Sequence[Example], line_numbers: Sequence[int],
+                 collate: ExampleCollater, on_collate: Callable[[Dict], None]):
+        super().__init__(pair)
+        self.examples = list(examples)
+        self.line_numbers = list(line_numbers)
+        self.collate = collate
+        self.on_collate = on_collate
+        self.context_sizes = np.array(
+            [sum(min(len(c) + 1, collate.max_context_tokens) for c in e.context[: collate.history_size])
+             for e in self.examples], dtype=np.int64)
+
+    def __getitem__(self, index: int) -> Dict:
+        return {"id": index}
+
+    def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
+        return self.context_sizes[indices]
+
+    def collater(self, samples: List[Dict], pad_to_length=None) -> Dict:
+        if not samples:
+            return {}
+        positions = [sample["id"] for sample in samples]
+        batch = self.collate([self.examples[p] for p in positions])
+        batch["id"] = torch.tensor([self.line_numbers[positions[row]] for row in batch["id"].tolist()])
+        self.on_collate(batch)
+        return batch

@@ -1,0 +1,100 @@
+"""The document state that lets stock ``fairseq-interactive`` translate with context.
+
+fairseq-interactive reads its input in buffers of ``--buffer-size`` lines and, per buffer, calls
+``task.get_interactive_tokens_and_lengths(lines)``, ``task.build_dataset_for_inference(tokens,
+lengths)``, iterates the batches and passes each one to ``task.inference_step`` -- rebuilding
+the sample from ``src_tokens``/``src_lengths`` only. :class:`InteractiveDocuments` keeps the
+running context across buffers (the previous source sentences of the current document; a blank
+line starts a new document), gives each line its context when the buffer is read, remembers
+every collated batch and hands its context back in ``inference_step``, after checking that the
+sample is that batch. Any other caller of these task methods (fairseq's GeneratorHubInterface,
+a custom loop) gets :class:`ContextUnavailableError` instead of a translation without context.
+"""
+from collections import deque
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from fairseq.data import LanguagePairDataset
+
+from fairseq_ctx.context.data.context_examples import Example, ExampleCollater, ExampleDataset, RunningContext
+
+CONTEXT_INTERFACES = (
+    "translate raw text with fairseq_ctx.context.hub.load(CHECKPOINT) (or the model class's from_pretrained), "
+    "which returns a DocumentTranslator (translate_document / translate_stream), with fairseq-ctx-translate-doc, "
+    "or with fairseq-interactive --task context_translation (blank line = new document); decode a binarized "
+    "split that has {split}.docids with fairseq-generate --task context_translation"
+)
+
+
+class ContextUnavailableError(RuntimeError):
+    """An inference path would translate a context-aware model's input without its context."""
+
+
+class InteractiveDocuments:
+    """Running context and batch bookkeeping of one fairseq-interactive session."""
+
+    def __init__(self, collate: ExampleCollater):
+        self.collate = collate
+        self.running = RunningContext(collate.history_size)
+        self.pending: Optional[List[Optional[Example]]] = None
+        self.batches: deque = deque()
+
+    def read_buffer(self, lines: Sequence[str], tokens: Sequence[torch.Tensor]) -> None:
+        """Give every line of the buffer its context (``None`` marks a blank line)."""
+        self.pending = []
+        for line, source in zip(lines, tokens):
+            blank = not line.strip()
+            context = self.running.next(None if blank else source)
+            self.pending.append(None if blank else Example(source, context))
+
+    def build_dataset(self, src_tokens: Sequence[torch.Tensor], src_lengths: Sequence[int],
+                      constraints: Optional[torch.Tensor], task) -> ExampleDataset:
+        """The dataset of the buffer read last; ``src_tokens`` must be that buffer's tokens."""
+        pending, self.pending = self.pending, None
+        if pending is None or len(pending) != len(src_tokens):
+            raise ContextUnavailableError(
+                f"context_translation: {len(src_tokens)} sentences were given to build_dataset_for_inference "
+                f"without their documents (as fairseq's hub interface, TransformerModel.from_pretrained(...)"
+                f".translate/.generate, does), so "
+                f"they would be translated without context; {CONTEXT_INTERFACES}"
+            )
+        if constraints is not None:
+            raise ContextUnavailableError(
+                "context_translation: fairseq-interactive --constraints is not supported with --context-size > 0; "
+                "translate without --constraints, or use --context-size 0 with a sentence-level model"
+            )
+        kept = [number for number, example in enumerate(pending) if example is not None]
+        for number in kept:
+            if not torch.equal(pending[number].source, src_tokens[number]):
+                raise ContextUnavailableError(
+                    f"context_translation: line {number} of the buffer changed between "
+                    f"get_interactive_tokens_and_lengths and build_dataset_for_inference; {CONTEXT_INTERFACES}"
+                )
+        pair = LanguagePairDataset(
+            [src_tokens[n] for n in kept], np.array([int(src_lengths[n]) for n in kept], dtype=np.int64),
+            task.source_dictionary, tgt_dict=task.target_dictionary,
+            left_pad_source=self.collate.left_pad_source, left_pad_target=self.collate.left_pad_target,
+        )
+        self.batches.clear()
+        return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.batches.append)
+
+    def restore_context(self, sample: Dict) -> Dict:
+        """``sample`` (rebuilt by fairseq-interactive from a batch's ``src_tokens`` and
+        ``src_lengths``) with that batch's context entries put back."""
+        src_tokens = sample["net_input"]["src_tokens"]
+        if not self.batches:
+            raise ContextUnavailableError(
+                f"context_translation: a batch of {src_tokens.size(0)} sentences reached inference_step without "
+                f"'context_index'/'context_tokens' (--context-size {self.collate.context_size}); it would be "
+                f"translated without context. {CONTEXT_INTERFACES}"
+            )
+        batch = self.batches.popleft()
+        if not torch.equal(batch["net_input"]["src_tokens"], src_tokens.cpu()):
+            raise ContextUnavailableError(
+                "context_translation: the batch given to inference_step is not the batch collated last, so its "
+                f"context is unknown; {CONTEXT_INTERFACES}"
+            )
+        net_input = {name: value.to(src_tokens.device) for name, value in batch["net_input"].items()}
+        net_input.update(sample["net_input"])
+        return {**sample, "net_input": net_input}
