@@ -19,6 +19,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from conftest import EMBEDDING_PAIRS, USER_DIR, run_tool
+from fairseq_ctx.context import hub
 from production_matrix import TASK_FIXTURES, arch_params, plugin_archs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -116,7 +117,7 @@ def test_shipped_config_trains_with_the_documented_command(task, request, tmp_pa
     assert (tmp_path / "ck" / "checkpoint_last.pt").exists()
 
 
-def test_cka_config_trains_hmce_with_head_diversity(tiny_data, tmp_path):
+def test_cka_config_trains_hmce_with_head_diversity_and_the_checkpoint_loads_in_the_hub(tiny_data, tmp_path):
     overrides = [*model_overrides(TASK_FIXTURES["context_translation"].model_args("hmce")),
                  *run_overrides("context_translation", tiny_data, tmp_path)]
     hydra_train_in_process(EXAMPLES / "cka" / "configs", "hmce_head_diversity", overrides)
@@ -124,9 +125,18 @@ def test_cka_config_trains_hmce_with_head_diversity(tiny_data, tmp_path):
     assert state["cfg"]["criterion"]["_name"] == "head_diversity"
     assert state["cfg"]["criterion"]["drophead"] == 0.1
     assert state["optimizer_history"][-1]["num_updates"] == 2
+    translator = hub.load(str(tmp_path / "checkpoint_last.pt"), data=str(tiny_data), beam=1)
+    assert translator.models[0].encoder.memory_attention
+    assert len(translator.translate_document(["the new man stands .", "it is small ."])) == 2
 
 
 def test_a_model_name_instead_of_an_arch_is_a_clear_error(tiny_data, tmp_path):
     overrides = ["model._name=hierarchical_context_transformer", *run_overrides("context_translation", tiny_data, tmp_path)]
     with pytest.raises(ValueError, match=r"is a model, not an architecture.*one of: hce, hmce"):
+        hydra_train_in_process(EXAMPLES / "context_mt" / "configs", "hmce", overrides)
+
+
+def test_an_unregistered_arch_is_a_clear_error(tiny_data, tmp_path):
+    overrides = ["model._name=hmce_typo", *run_overrides("context_translation", tiny_data, tmp_path)]
+    with pytest.raises(ValueError, match=r"model._name: 'hmce_typo' is not a registered architecture"):
         hydra_train_in_process(EXAMPLES / "context_mt" / "configs", "hmce", overrides)

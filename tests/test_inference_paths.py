@@ -117,6 +117,18 @@ def test_interactive_translates_with_the_running_context_like_translate_doc(
     assert [hypotheses.get(number, "") for number in range(len(lines))] == translate_doc_output
 
 
+def test_interactive_constraints_with_context_are_refused(tiny_data, hmce_dir, tmp_path):
+    from fairseq_cli import interactive as fairseq_interactive
+
+    source = tmp_path / "constrained.en"
+    source.write_text("it is small .\tist\n", encoding="utf-8")
+    with pytest.raises(ContextUnavailableError, match="--constraints is not supported with --context-size > 0"):
+        run_fairseq_cli(fairseq_interactive.cli_main, [
+            str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--constraints",
+            "--path", str(hmce_dir / "checkpoint_last.pt"), "--input", str(source), "--cpu",
+        ])
+
+
 def test_translate_doc_tool_matches_the_hub(tiny_data, hmce_dir, documents, translate_doc_output, capsys):
     from fairseq_ctx.cli import translate_doc
 
