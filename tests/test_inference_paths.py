@@ -209,3 +209,26 @@ def test_multisource_from_pretrained_is_fairseqs_hub_for_a_text_only_model(multi
     hypothesis = interface.generate([interface.encode("a red car .")], beam=1)[0][0]["tokens"]
     assert hypothesis.numel() >= 1 and hypothesis[-1].item() == interface.task.target_dictionary.eos()
     assert isinstance(interface.translate("a red car .", beam=1), str)
+
+
+def test_document_vector_model_translates_raw_text_as_generate_does(tiny_data, tmp_path):
+    """With --document-vector (span M) the running context keeps the previous M sentences, so
+    raw text gets the same translations as fairseq-generate on the binarized split."""
+    from fairseq_cli import generate
+
+    save_dir = train(tiny_data, tmp_path / "dv", ["--task", "context_translation", "--arch", "hmce",
+                                                  "--document-vector", "--document-vector-span", "4"], 10)
+    run_fairseq_cli(generate.cli_main, [
+        str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--path",
+        str(save_dir / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "2", "--batch-size", "8",
+        "--required-batch-size-multiple", "1", "--results-path", str(tmp_path / "gen"), "--cpu",
+    ])
+    generated = {}
+    for line in (tmp_path / "gen" / "generate-test.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("H-"):
+            number, _, text = line.split("\t")
+            generated[int(number[2:])] = text
+    translator = hub.load(str(save_dir / "checkpoint_last.pt"), data=str(tiny_data), beam=2)
+    lines = (tiny_data.parent / "raw" / "test.en").read_text(encoding="utf-8").splitlines()
+    translations = [t for t, line in zip(translator.translate_stream(lines, batch_size=5), lines) if line.strip()]
+    assert translations == [generated[number] for number in range(len(generated))]

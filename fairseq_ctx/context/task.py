@@ -152,7 +152,7 @@ class ContextTranslationTask(TranslationTask):
             self.interactive_documents().read_buffer(lines, tokens)
         return tokens, lengths
 
-    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None, **kwargs):
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         """The buffer read by :meth:`get_interactive_tokens_and_lengths`, blank lines left out,
         each sentence with its context; anything else raises :class:`ContextUnavailableError`
         (e.g. fairseq's GeneratorHubInterface, which has no notion of documents)."""
