@@ -181,13 +181,13 @@ def test_breakdowns_count_each_example_once_per_label_and_ties_are_errors(tmp_pa
     examples = read_contrapro(write_contrapro(tmp_path))
     examples[1].labels["ante distance"] = ">3"
     result = summarize(examples, [[-1.0, -2.0, -3.0], [-2.0, -2.0]])
-    assert (result["accuracy"], result["correct"], result["total"]) == (0.5, 1, 2)
+    assert (result["accuracy"], result["correct"], result["total"], result["ties"]) == (0.5, 1, 2, 1)
     assert result["breakdowns"]["ante distance"] == {
         "1": {"accuracy": 1.0, "correct": 1, "total": 1}, ">3": {"accuracy": 0.0, "correct": 0, "total": 1}}
     assert result["breakdowns"]["category"] == {"it:sie": {"accuracy": 0.5, "correct": 1, "total": 2}}
     assert "groups" not in result and [e["correct"] for e in result["examples"]] == [True, False]
     table = format_report(result)
-    assert "contrastive accuracy = 0.5000 (1/2)" in table
+    assert "contrastive accuracy = 0.5000 (1/2)" in table and "ties (counted as errors): 1" in table
     assert any(line.split()[-3:] == ["0.0000", "0", "1"] for line in table.splitlines() if ">3" in line)
 
 

@@ -42,8 +42,9 @@ def tally(flags: Sequence[bool]) -> Dict:
 
 
 def summarize(examples: Sequence[ContrastiveExample], scores: Sequence[Sequence[float]]) -> Dict:
-    """Overall accuracy, one breakdown per label of the examples, blocks entirely correct
-    (for sets with groups) and the per-example scores."""
+    """Overall accuracy, the number of ties (the correct candidate level with the best
+    contrastive one), one breakdown per label of the examples, blocks entirely correct (for
+    sets with groups) and the per-example scores."""
     correct = [s[0] > max(s[1:]) for s in scores]
     by_label: Dict[str, Dict[str, List[bool]]] = defaultdict(lambda: defaultdict(list))
     by_group: Dict[str, List[bool]] = defaultdict(list)
@@ -54,6 +55,7 @@ def summarize(examples: Sequence[ContrastiveExample], scores: Sequence[Sequence[
             by_group[example.group].append(ok)
     result = {
         **tally(correct),
+        "ties": sum(s[0] == max(s[1:]) for s in scores),
         "breakdowns": {name: {value: tally(flags) for value, flags in sorted(values.items())}
                        for name, values in by_label.items()},
     }
@@ -74,13 +76,17 @@ def evaluate(translator, examples: Sequence[ContrastiveExample], batch_size: int
 def format_report(result: Dict) -> str:
     """The accuracy line and a table of every breakdown."""
     lines = [f"contrastive accuracy = {result['accuracy']:.4f} ({result['correct']}/{result['total']})"]
+    if result["ties"]:
+        lines.append(f"ties (counted as errors): {result['ties']}; candidates that differ only in unknown words tie, "
+                     f"check that the text is tokenised like the training data")
     rows = [(name, value, stats) for name, values in result["breakdowns"].items() for value, stats in values.items()]
     if rows:
-        width = max(len("breakdown"), *(len(f"{name}  {value}") for name, value, _ in rows))
-        lines.append(f"{'breakdown':<{width}}  accuracy  correct  total")
+        name_width = max(len("breakdown"), *(len(name) for name, _, _ in rows))
+        value_width = max(len("label"), *(len(value) for _, value, _ in rows))
+        lines.append(f"{'breakdown':<{name_width}}  {'label':<{value_width}}  accuracy  correct  total")
         for name, value, stats in rows:
-            label = f"{name}  {value}"
-            lines.append(f"{label:<{width}}  {stats['accuracy']:8.4f}  {stats['correct']:7d}  {stats['total']:5d}")
+            lines.append(f"{name:<{name_width}}  {value:<{value_width}}  {stats['accuracy']:8.4f}  "
+                         f"{stats['correct']:7d}  {stats['total']:5d}")
     if "groups" in result:
         lines.append(f"blocks entirely correct: {result['groups']['all_correct']}/{result['groups']['total']}")
     if result.get("skipped"):
