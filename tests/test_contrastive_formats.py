@@ -52,7 +52,8 @@ def anaphora_blocks() -> Dict[str, Dict]:
                 "inspired by": ["a b", "c d"],
                 "src": [f"the {first} sleeps .", current],
                 "trg": [
-                    {"correct": [previous1, f"{p1} {rest}"], "incorrect": [previous1, f"{p2} {rest}"], "type": f"{g1}.sg"},
+                    {"correct": [previous1, f"{p1} {rest}"], "incorrect": [previous1, f"{p2} {rest}"],
+                     "type": f"{g1}.sg"},
                     {"semi-correct": [previous2, f"{p2} {rest}"], "incorrect": [previous2, f"{p1} {rest}"],
                      "type": f"{g2}.sg"},
                 ],

@@ -45,8 +45,10 @@ def main(argv=None) -> None:
     parser.add_argument("--target-lang", help="target language of the file names (contrapro: de, scat: fr)")
     parser.add_argument("--source", help="plain: source sentences, one example per line")
     parser.add_argument("--reference", help="plain: correct targets")
-    parser.add_argument("--contrastive", nargs="+", default=[], help="plain: contrastive target files (one per variant)")
-    parser.add_argument("--context", nargs="*", default=[], help="plain: context files, nearest previous sentence first")
+    parser.add_argument("--contrastive", nargs="+", default=[],
+                        help="plain: contrastive target files (one per variant)")
+    parser.add_argument("--context", nargs="*", default=[],
+                        help="plain: context files, nearest previous sentence first")
     parser.add_argument("--categories", help="plain: a category label per example")
     parser.add_argument("--length-normalize", action="store_true", help="compare mean instead of summed log-probs")
     parser.add_argument("--json", help="also write the accuracies, breakdowns and per-example scores to this file")

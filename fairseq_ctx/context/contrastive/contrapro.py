@@ -36,7 +36,8 @@ def check_entry(json_path: str, number: int, entry: Any) -> None:
         if key not in entry:
             raise ContrastiveInputError(f"{where}: missing '{key}'")
     errors = entry["errors"]
-    if not isinstance(errors, list) or not errors or not all(isinstance(e, dict) and "contrastive" in e for e in errors):
+    well_formed = all(isinstance(e, dict) and "contrastive" in e for e in errors) if isinstance(errors, list) else False
+    if not errors or not well_formed:
         raise ContrastiveInputError(f"{where}: 'errors' must be a non-empty list of objects with a 'contrastive' "
                                     f"translation")
     if not isinstance(entry["ante distance"], int):

@@ -41,7 +41,8 @@ def support_of(current: str, context: str) -> str:
     return "context" if in_context else "current" if in_current else "none"
 
 
-def read_scat(prefix: str, source_lang: str = "en", target_lang: str = "fr") -> Tuple[List[ContrastiveExample], List[str]]:
+def read_scat(prefix: str, source_lang: str = "en",
+              target_lang: str = "fr") -> Tuple[List[ContrastiveExample], List[str]]:
     """Read a split given by its prefix (``data/scat/highlighted.test``); returns the examples
     and the ``file:line`` of every skipped line."""
     paths = {"source": f"{prefix}.{source_lang}", "target": f"{prefix}.{target_lang}",
