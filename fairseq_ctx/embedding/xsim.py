@@ -19,6 +19,7 @@ Nearest neighbours come from faiss (``IndexFlatIP``, as in LASER) when it is imp
 from an exact numpy search that selects and orders ties as faiss does, so both give the same
 retrievals.
 """
+import logging
 from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
@@ -56,12 +57,18 @@ class RetrievalError:
                 "error_type": self.error_type}
 
 
-def faiss_available() -> bool:
+def _import_faiss():
+    """The faiss module, or None; its loader's INFO lines about CPU variants are kept quiet."""
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     try:
-        import faiss  # noqa: F401
+        import faiss
     except ImportError:
-        return False
-    return True
+        return None
+    return faiss
+
+
+def faiss_available() -> bool:
+    return _import_faiss() is not None
 
 
 def resolve_search(search: str) -> str:
@@ -92,11 +99,10 @@ def nearest_neighbours(queries: np.ndarray, keys: np.ndarray, k: int, search: st
 
 
 def _faiss_search(queries: np.ndarray, keys: np.ndarray, k: int) -> Neighbours:
-    try:
-        import faiss
-    except ImportError as err:
+    faiss = _import_faiss()
+    if faiss is None:
         raise ImportError("faiss search needs faiss: pip install faiss-cpu (the 'faiss' extra: "
-                          "pip install -e '.[faiss]'), or use the exact search") from err
+                          "pip install -e '.[faiss]'), or use the exact search")
     index = faiss.IndexFlatIP(keys.shape[1])
     index.add(np.ascontiguousarray(keys, dtype=np.float32))
     similarities, indices = index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
