@@ -210,6 +210,9 @@ def test_nan_inf_and_zero_rows_name_the_file_and_first_bad_row(tmp_path):
         read_embeddings(save(tmp_path / "flat.npy", np.ones(5)))
     with pytest.raises(EmbeddingFileError, match=r"missing\.npy does not exist"):
         read_embeddings(str(tmp_path / "missing.npy"))
+    (tmp_path / "cut.npy").write_bytes(open(save(tmp_path / "whole.npy", rows), "rb").read()[:100])
+    with pytest.raises(EmbeddingFileError, match=r"cut\.npy is not a readable \.npy file \(.*\); write it with"):
+        read_embeddings(str(tmp_path / "cut.npy"))
 
 
 def test_xsim_refuses_bad_files_k_and_misaligned_input(tmp_path, capsys):
@@ -226,6 +229,8 @@ def test_xsim_refuses_bad_files_k_and_misaligned_input(tmp_path, capsys):
     assert xsim_files(good, other, margins=["absolute"], k=5)["absolute"]["src2tgt"].total == 5
     with pytest.raises(EmbeddingFileError, match=r"short\.npy has 4 rows of dimension 4; xsim needs aligned"):
         xsim_files(good, save(tmp_path / "short.npy", rng.randn(4, 4)))
+    with pytest.raises(EmbeddingFileError, match=r"the target text has 2 lines but target has 5 rows"):
+        xsim(read_embeddings(good), read_embeddings(other), tgt_texts=["a", "b"])
     (tmp_path / "text").write_text("a\nb\n")
     with pytest.raises(EmbeddingFileError, match=r"text file .*text has 2 lines but embedding file .*other\.npy "
                                                  r"has 5 rows"):

@@ -32,7 +32,7 @@ def read_embeddings(path: str, dim: Optional[int] = None, fp16: bool = False) ->
     if path.endswith(".npy"):
         try:
             array = np.load(path)
-        except ValueError as err:
+        except (ValueError, OSError, EOFError) as err:
             raise EmbeddingFileError(f"embedding file {path} is not a readable .npy file ({err}); "
                                      f"write it with numpy.save or fairseq-ctx-embed") from err
     else:
