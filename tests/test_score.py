@@ -81,7 +81,8 @@ def test_cli_prints_the_signatures_and_writes_json(tmp_path, capsys, monkeypatch
     assert captured.out.splitlines()[0] == (f"BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{version} = "
                                             + str(bleu).split(" = ", 1)[1])
     chrf = sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score
-    assert captured.out.splitlines()[1] == f"chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:{version} = {chrf:.2f}"
+    assert captured.out.splitlines()[1] == (f"chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:{version} = "
+                                            f"{chrf:.2f}")
     assert "COMET not computed: unbabel-comet is not installed" in captured.err
     written = json.loads((tmp_path / "scores.json").read_text())
     assert written["bleu"] == bleu.score and written["sentences"] == 4

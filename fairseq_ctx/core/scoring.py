@@ -12,6 +12,8 @@ from fairseq_ctx.core.generate_output import read_generate_lines, read_generate_
 PIECE = "\u2581"
 REMOVE_BPE = ("auto", "sentencepiece", "subword_nmt", "none")
 DEFAULT_COMET_MODEL = "Unbabel/wmt22-comet-da"
+# (hypotheses, references, sources or None)
+Translations = Tuple[List[str], Optional[List[str]], Optional[List[str]]]
 
 
 class ScoringInputError(ValueError):
@@ -50,7 +52,7 @@ def _in_id_order(texts: Dict[int, str], ids: List[int], path: str, kind: str, fi
 
 
 def _from_generate_output(path: str, need_refs: bool, need_sources: bool,
-                          aligned_to_files: bool) -> Tuple[List[str], Optional[List[str]], Optional[List[str]]]:
+                          aligned_to_files: bool) -> Translations:
     lines = read_generate_lines(path)
     hypotheses = lines["D"] or lines["H"]
     if not hypotheses:
@@ -71,7 +73,7 @@ def _from_generate_output(path: str, need_refs: bool, need_sources: bool,
 
 
 def load_translations(generate_output: Optional[str] = None, hyp: Optional[str] = None, ref: Optional[str] = None,
-                      src: Optional[str] = None, symbol: str = "auto") -> Tuple[List[str], List[str], Optional[List[str]]]:
+                      src: Optional[str] = None, symbol: str = "auto") -> Translations:
     """(hypotheses, references, sources or None), detokenized and aligned, from a
     ``fairseq-generate`` output and/or plain files (``--hyp``, ``--ref``, ``--src``, one
     sentence per line); plain files take the place of the output's lines of that kind."""

@@ -158,9 +158,12 @@ def count_errors(retrieved: np.ndarray, texts: Optional[Sequence[str]] = None) -
     return RetrievalError(errors, len(retrieved), "text")
 
 
+XsimResult = Dict[str, Dict[str, RetrievalError]]
+
+
 def xsim(src: np.ndarray, tgt: np.ndarray, margins: Sequence[str] = MARGINS, k: int = 4,
          src_texts: Optional[Sequence[str]] = None, tgt_texts: Optional[Sequence[str]] = None,
-         search: str = "auto", src_name: str = "source", tgt_name: str = "target") -> Dict[str, Dict[str, RetrievalError]]:
+         search: str = "auto", src_name: str = "source", tgt_name: str = "target") -> XsimResult:
     """{margin: {"src2tgt": error, "tgt2src": error}} for two aligned embedding matrices.
 
     src→tgt uses ``tgt_texts`` (the retrieved side) for the textual error, tgt→src ``src_texts``;
@@ -207,7 +210,7 @@ def read_aligned_text(path: str, embeddings_name: str, rows: int) -> List[str]:
 
 def xsim_files(src_path: str, tgt_path: str, margins: Sequence[str] = MARGINS, k: int = 4,
                src_text: Optional[str] = None, tgt_text: Optional[str] = None, search: str = "auto",
-               dim: Optional[int] = None, fp16: bool = False) -> Dict[str, Dict[str, RetrievalError]]:
+               dim: Optional[int] = None, fp16: bool = False) -> XsimResult:
     """:func:`xsim` of two embedding files (see :func:`read_embeddings`), with the textual
     error for a direction when the text file of its retrieved side is given."""
     src = read_embeddings(src_path, dim, fp16)
