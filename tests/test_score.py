@@ -107,6 +107,10 @@ def test_comet_runs_when_installed_on_the_detokenized_text(tmp_path, monkeypatch
     assert seen["path"] == "/cache/Unbabel/wmt22-comet-da.ckpt" and seen["gpus"] == 0
     assert seen["data"][1] == {"src": SOURCES[1], "mt": HYPOTHESES[1], "ref": REFERENCES[1]}
     assert "comet" not in translation_scores(HYPOTHESES, REFERENCES, SOURCES, comet_model=None)
+    fake.download_model = lambda name: (_ for _ in ()).throw(OSError("no network"))
+    offline = translation_scores(HYPOTHESES, REFERENCES, SOURCES)
+    assert "comet" not in offline and offline["bleu"] == result["bleu"]
+    assert offline["comet_skipped"] == "COMET model Unbabel/wmt22-comet-da could not be loaded (no network)"
     assert "needs the sources" in translation_scores(HYPOTHESES, REFERENCES)["comet_skipped"]
 
 

@@ -126,8 +126,8 @@ def comet_score(sources: Sequence[str], hypotheses: Sequence[str], references: S
 def translation_scores(hypotheses: Sequence[str], references: Sequence[str], sources: Optional[Sequence[str]] = None,
                        tokenize: Optional[str] = None, comet_model: Optional[str] = DEFAULT_COMET_MODEL) -> Dict:
     """sacreBLEU's corpus BLEU and chrF with their signatures and formatted lines, and COMET
-    when ``comet_model`` is given, unbabel-comet is importable and there are sources (else
-    ``comet_skipped`` says why)."""
+    when ``comet_model`` is given, unbabel-comet is importable, there are sources and the model
+    can be loaded (else ``comet_skipped`` says why, e.g. no network to download the model)."""
     from sacrebleu.metrics import BLEU, CHRF
 
     bleu = BLEU(tokenize=tokenize) if tokenize else BLEU()
@@ -146,8 +146,12 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], sou
     elif sources is None:
         result["comet_skipped"] = "COMET needs the sources: give --src, or a generate output with S- lines"
     else:
-        result["comet"] = comet_score(sources, hypotheses, references, comet_model)
-        result["comet_model"] = comet_model
+        try:
+            result["comet"] = comet_score(sources, hypotheses, references, comet_model)
+        except OSError as err:
+            result["comet_skipped"] = f"COMET model {comet_model} could not be loaded ({err})"
+        else:
+            result["comet_model"] = comet_model
     return result
 
 
