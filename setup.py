@@ -33,7 +33,8 @@ setup(
         "sacrebleu>=2",
         "numpy",
     ],
-    extras_require={"dev": ["pytest>=7", "matplotlib", "scikit-learn"], "plots": ["matplotlib", "scikit-learn"]},
+    extras_require={"dev": ["pytest>=7", "matplotlib", "scikit-learn"], "plots": ["matplotlib", "scikit-learn"],
+                    "faiss": ["faiss-cpu"], "comet": ["unbabel-comet"]},
     entry_points={
         "console_scripts": [
             "fairseq-ctx-user-dir=fairseq_ctx.cli.user_dir:main",

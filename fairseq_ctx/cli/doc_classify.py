@@ -14,9 +14,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from fairseq_ctx.embedding.embedding_file import read_embeddings
+
 
 def load_split(directory: str, split: str, lang: str) -> Tuple[np.ndarray, List[str]]:
-    embeddings = np.load(os.path.join(directory, f"{split}.{lang}.npy"))
+    embeddings = read_embeddings(os.path.join(directory, f"{split}.{lang}.npy"))
     own, shared = os.path.join(directory, f"{split}.{lang}.labels"), os.path.join(directory, f"{split}.labels")
     path = own if os.path.exists(own) else shared
     with open(path, encoding="utf-8") as handle:
@@ -24,7 +26,7 @@ def load_split(directory: str, split: str, lang: str) -> Tuple[np.ndarray, List[
     if len(labels) != len(embeddings):
         raise ValueError(f"doc-classify: {path} has {len(labels)} labels but {split}.{lang}.npy has "
                          f"{len(embeddings)} rows; they must be aligned line by line")
-    return embeddings.astype(np.float32), labels
+    return embeddings, labels
 
 
 def train_classifier(x: np.ndarray, y: np.ndarray, n_classes: int, hidden: int, epochs: int, seed: int) -> nn.Module:

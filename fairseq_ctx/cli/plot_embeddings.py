@@ -71,13 +71,18 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--title", default="")
     args = parser.parse_args(argv)
+    from fairseq_ctx.embedding.embedding_file import read_embeddings
+
     groups, arrays = [], []
     for item in args.input:
         if "=" not in item:
             parser.error(f"--input expects NAME=FILE.npy, got '{item}'")
         name, path = item.split("=", 1)
         groups.append(name)
-        arrays.append(np.load(path)[: args.max_points])
+        try:
+            arrays.append(read_embeddings(path)[: args.max_points])
+        except ValueError as err:
+            parser.exit(2, f"fairseq-ctx-plot-embeddings: error: {err}\n")
     labels = None
     if args.labels:
         with open(args.labels, encoding="utf-8") as handle:
