@@ -9,8 +9,6 @@ import json
 import sys
 from typing import Dict, List, Tuple
 
-import sacrebleu
-
 
 def read_generate_output(path: str) -> Tuple[Dict[int, str], Dict[int, str]]:
     """Best hypothesis (first H line) and reference (T line) per sentence id."""
@@ -40,6 +38,8 @@ def context_accuracy(hyps: Dict[int, str], key_lines: List[str]) -> Tuple[float,
 
 
 def score(generate_output: str, context_key: str) -> Dict[str, float]:
+    import sacrebleu
+
     hyps, refs = read_generate_output(generate_output)
     if not hyps:
         raise ValueError(f"{generate_output} has no H- lines; is it fairseq-generate output?")

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Optional
 
 PACKAGE = "fairseq_ctx"
+FAMILIES = ("analysis", "context", "embedding", "multisource")
 _state = {"registered": False, "registering": False}
 
 
@@ -28,8 +29,9 @@ def _register() -> None:
         from fairseq_ctx.core import checkpoint_safety
 
         checkpoint_safety.allow_fairseq_checkpoints()
-        for family in ("analysis", "context", "embedding", "multisource"):
-            importlib.import_module(f"{PACKAGE}.{family}")
+        for family in FAMILIES:
+            for name in importlib.import_module(f"{PACKAGE}.{family}").REGISTERING_MODULES:
+                importlib.import_module(f"{PACKAGE}.{family}.{name}")
         _state["registered"] = True
     finally:
         _state["registering"] = False
@@ -62,6 +64,9 @@ class _ThenRegister(importlib.abc.Loader):
 
     def __init__(self, loader: importlib.abc.Loader) -> None:
         self.loader = loader
+
+    def __getattr__(self, name: str):
+        return getattr(self.loader, name)  # get_code, get_resource_reader, ... of the real loader
 
     def create_module(self, spec):
         return self.loader.create_module(spec)

@@ -14,8 +14,6 @@ import random
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-import numpy as np
-
 from fairseq_ctx.context.data.synthetic_corpus import ADJECTIVES, ADVERBS, NOUNS, VERBS
 
 # source word → [(target word, second-source word), …] one per sense
@@ -62,6 +60,8 @@ def _sentence(rng: random.Random, ambiguous: bool) -> Tuple[str, str, str, str, 
 
 def write_multimodal_corpus(out_dir: str, sizes: MultimodalCorpusSizes, seed: int = 1) -> Dict[str, int]:
     """Write the text files and ``{split}.img.npy``; returns sentences per split."""
+    import numpy as np
+
     os.makedirs(out_dir, exist_ok=True)
     prototypes = np.random.default_rng(seed).standard_normal((len(SENSES), sizes.feature_dim)).astype(np.float32)
     counts = {}
