@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.core.progress import progress
+from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
 class ContrastiveInputError(ValueError):
@@ -91,7 +93,7 @@ def evaluate(translator, examples: Sequence[ContrastiveExample], batch_size: int
             flat.append(Example(source, context, translator.encode_target(target)))
             owner.append(number)
     scores: List[float] = []
-    for start in range(0, len(flat), batch_size):
+    for start in progress(range(0, len(flat), batch_size), desc="contrastive", unit="batch"):
         for positional in translator.score_examples(flat[start:start + batch_size]):
             total = float(positional.double().sum())
             scores.append(total / positional.numel() if length_normalize else total)
@@ -127,6 +129,7 @@ def main(argv=None) -> None:
         examples = read_contrastive_set(args.source, args.reference, args.contrastive, args.context, args.categories)
     except (ContrastiveInputError, OSError) as err:
         sys.exit(f"fairseq-ctx-contrastive: {err}")
+    configure_tool_logging("contrastive")
     result = evaluate(load_translator(args), examples, args.batch_size, args.length_normalize)
     print(f"contrastive accuracy = {result['accuracy']:.4f} ({result['correct']}/{result['total']})")
     if args.categories:
