@@ -6,8 +6,8 @@ from conftest import run_tool
 
 from fairseq_ctx.context import hub
 from fairseq_ctx.cli.contrastive import ContrastiveInputError, evaluate, read_contrastive_set
-from fairseq_ctx.cli.cxmi import cxmi
-from fairseq_ctx.cli.subset_bleu import subset_bleu
+from fairseq_ctx.context.cxmi import cxmi
+from fairseq_ctx.context.subset_bleu import subset_bleu
 from fairseq_ctx.context.data.contrastive_set import contrastive_examples
 
 DOCS = [["the old cat sleeps .", "it is quiet .", "then we sang ."], ["the dog waits here .", "it moves again ."]]
