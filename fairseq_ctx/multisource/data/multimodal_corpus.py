@@ -1,5 +1,5 @@
 """A generated multimodal corpus in which some source words are ambiguous and only the
-auxiliary input decides their translation (demo and tests for SPEC §4).
+auxiliary input decides their translation (demo and tests of the multi-source models, Libovický 2019 ch. 5).
 
 Each sentence has an "image": R regions of d-dimensional features. For a sentence with an
 ambiguous word ("bank" → ufer | bank, …) one random region holds the prototype vector of the
