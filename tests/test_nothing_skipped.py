@@ -117,3 +117,53 @@ def test_two_training_shards_together_see_every_sentence_once(tiny_data):
     dataset = task.dataset("train")
     ids = [i for shard in range(2) for i in epoch_ids(task, dataset, {"max_sentences": 16}, True, 2, shard)]
     assert sorted(ids) == list(range(len(dataset)))
+
+
+def train_one_update(data: Path, save_dir: Path, task_args: List[str], model_args: List[str]) -> Path:
+    from fairseq_cli import train
+
+    run_fairseq_cli(train.cli_main, [
+        str(data), "--user-dir", USER_DIR, *task_args, *model_args, "--cpu", "--optimizer", "adam", "--lr", "1e-3",
+        "--max-tokens", "500", "--max-update", "1", "--seed", "1", "--save-dir", str(save_dir),
+        "--no-epoch-checkpoints", "--disable-validation", "--log-format", "none",
+    ])
+    return save_dir / "checkpoint_last.pt"
+
+
+MODELS = {
+    "hmce": (["--task", "context_translation"], ["--arch", "hmce", *TINY_MODEL]),
+    "sentence-level": (["--task", "context_translation", "--context-size", "0"], ["--arch", "transformer", *TINY_MODEL]),
+    "multimodal": (["--task", "multimodal_translation", "--source-lang", "en", "--target-lang", "de",
+                    "--feature-inputs", "img"], ["--arch", "hierarchical_attention_decoder", *TINY_MODEL]),
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tiny_data, multimodal_data, tmp_path_factory) -> Dict[str, tuple]:
+    work = tmp_path_factory.mktemp("nothing-skipped")
+    runs = {}
+    for name, (task_args, model_args) in MODELS.items():
+        data = multimodal_data if name == "multimodal" else tiny_data
+        runs[name] = (data, task_args, train_one_update(data, work / name, task_args, model_args))
+    return runs
+
+
+GENERATE_BATCHINGS = {"default": [], "bsz128": ["--batch-size", "128"], "bsz5": ["--batch-size", "5"],
+                      "tokens150": ["--max-tokens", "150"]}
+GENERATE_CASES = [("hmce", name) for name in GENERATE_BATCHINGS] + [
+    ("sentence-level", "default"), ("sentence-level", "bsz5"), ("multimodal", "bsz5"), ("multimodal", "tokens150")]
+
+
+@pytest.mark.parametrize("model,batching", GENERATE_CASES, ids=[f"{m}-{b}" for m, b in GENERATE_CASES])
+def test_fairseq_generate_translates_every_sentence_of_the_split(checkpoints, model, batching, tmp_path):
+    from fairseq_cli import generate
+
+    data, task_args, checkpoint = checkpoints[model]
+    split = "test"  # 45 sentences (tiny_data), 16 (multimodal_data)
+    count = len((data / f"{split}.{'key' if model == 'multimodal' else 'docids'}").read_text().splitlines())
+    run_fairseq_cli(generate.cli_main, [
+        str(data), "--user-dir", USER_DIR, *task_args, "--cpu", "--path", str(checkpoint), "--gen-subset", split,
+        "--beam", "1", "--max-len-b", "5", "--results-path", str(tmp_path), *GENERATE_BATCHINGS[batching],
+    ])
+    hypotheses = re.findall(r"^H-(\d+)\t", (tmp_path / f"generate-{split}.txt").read_text(), flags=re.M)
+    assert sorted(int(i) for i in hypotheses) == list(range(count))
