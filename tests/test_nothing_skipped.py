@@ -167,3 +167,17 @@ def test_fairseq_generate_translates_every_sentence_of_the_split(checkpoints, mo
     ])
     hypotheses = re.findall(r"^H-(\d+)\t", (tmp_path / f"generate-{split}.txt").read_text(), flags=re.M)
     assert sorted(int(i) for i in hypotheses) == list(range(count))
+
+
+def test_tools_score_and_translate_every_sentence(checkpoints, tmp_path):
+    """fairseq-ctx-cxmi scores every sentence of the split; the hub translates every line."""
+    from fairseq_ctx.cli.cxmi import cxmi
+    from fairseq_ctx.context import hub
+
+    data, _, checkpoint = checkpoints["hmce"]
+    translator = hub.load(str(checkpoint), data=str(data), cpu=True, beam=1, max_len_b=5)
+    count = len((data / "test.docids").read_text().splitlines())
+    result = cxmi(translator, "test", batch_size=5)
+    assert result["sentences"] == count and [row[0] for row in result["per_sentence"]] == list(range(count))
+    lines = ["the cat sleeps .", "it is quiet .", "", "the old dog runs .", "it is fast ."] * 3
+    assert len(list(translator.translate_stream(lines, batch_size=4))) == len(lines)
