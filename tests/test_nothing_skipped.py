@@ -181,3 +181,20 @@ def test_tools_score_and_translate_every_sentence(checkpoints, tmp_path):
     assert result["sentences"] == count and [row[0] for row in result["per_sentence"]] == list(range(count))
     lines = ["the cat sleeps .", "it is quiet .", "", "the old dog runs .", "it is fast ."] * 3
     assert len(list(translator.translate_stream(lines, batch_size=4))) == len(lines)
+
+
+def test_fairseq_train_epoch_trains_on_every_sentence(tiny_data, tmp_path, caplog):
+    """331 training sentences, --batch-size 128: stock fairseq makes batches of 128, 128, 72 and
+    drops the last 3 sentences; here the epoch has 4 updates over all 331."""
+    from fairseq_cli import train
+
+    with caplog.at_level("INFO"):
+        run_fairseq_cli(train.cli_main, [
+            str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--arch", "hmce", *TINY_MODEL,
+            "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "128", "--max-epoch", "1", "--seed", "1",
+            "--save-dir", str(tmp_path), "--no-save", "--disable-validation", "--log-format", "json",
+        ])
+    summary = next(r.getMessage() for r in caplog.records if '"train_num_updates"' in r.getMessage())
+    updates = int(re.search(r'"train_num_updates": "(\d+)"', summary).group(1))
+    sentences_per_update = float(re.search(r'"train_bsz": "([\d.]+)"', summary).group(1))
+    assert updates == 4 and sentences_per_update * updates == pytest.approx(331, abs=0.2)
