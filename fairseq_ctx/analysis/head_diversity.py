@@ -116,7 +116,8 @@ class HeadDiversityCriterion(LabelSmoothedCrossEntropyCriterion):
         loss = ce
         logging_output = {"ce_loss": ce.data, "nll_loss": nll.data, "ntokens": sample["ntokens"],
                           "nsentences": sample["target"].size(0), "sample_size": sample_size}
-        for name, weight, term in (("hsic", self.hsic_lambda, self.hsic_term), ("ortho", self.ortho_lambda, self.ortho_term)):
+        terms = (("hsic", self.hsic_lambda, self.hsic_term), ("ortho", self.ortho_lambda, self.ortho_term))
+        for name, weight, term in terms:
             if weight > 0:
                 value, skipped = term(hooks.tap)
                 if value is not None:
