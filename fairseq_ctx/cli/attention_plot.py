@@ -17,31 +17,25 @@ from typing import Dict, List
 import torch
 
 from fairseq_ctx.core.checkpoint_loading import load_ensemble
+from fairseq_ctx.multisource.transformer_layers import MultiSourceDecoderLayer
 
 QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
             "serial": "context-vector norm share", "parallel": "context-vector norm share",
             "concat": "uniform (context vectors concatenated)"}
 
 
-def recorder(model, layer: int):
-    """The module that records input weights: a Transformer layer's cross-attention or the RNN decoder."""
-    if hasattr(model.decoder, "layers") and hasattr(model.decoder.layers[0], "cross_attention"):
-        return model.decoder.layers[layer].cross_attention
-    if hasattr(model.decoder, "record_input_weights"):
-        return model.decoder
-    raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
-
-
 def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
-    """(B, T, n) input weights of decoder layer ``layer`` under teacher forcing."""
-    attention = recorder(model, layer)
-    attention.record_input_weights = True
-    try:
-        with torch.no_grad():
-            model(**sample["net_input"])
-        return attention.last_input_weights
-    finally:
-        attention.record_input_weights = False
+    """(B, T, n) input weights of decoder layer ``layer`` under teacher forcing, from the decoder's
+    ``extra["input_weights"]`` (the RNN decoder has one attention, read whatever ``layer``)."""
+    layers = getattr(model.decoder, "layers", None)
+    if layers is not None and not isinstance(layers[0], MultiSourceDecoderLayer):
+        raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
+    alignment = {"alignment_layer": layer % len(layers)} if layers is not None else {}
+    with torch.no_grad():
+        _, extra = model(**sample["net_input"], **alignment)
+    if "input_weights" not in extra:
+        raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
+    return extra["input_weights"][0]
 
 
 def plot(records: List[Dict], inputs: List[str], title: str, path: str) -> None:
@@ -89,7 +83,7 @@ def main(argv=None) -> None:
     sample = dataset.collater([dataset[i] for i in ids])
     weights = input_attention(model, sample, args.layer)
     rnn_attention = getattr(model.decoder, "attention", None)
-    combination = rnn_attention.combination if rnn_attention is not None else recorder(model, 0).combination
+    combination = rnn_attention.combination if rnn_attention is not None else model.decoder.layers[0].cross_attention.combination
     inputs = ["source"] + [spec.name for spec in model.encoder.aux_inputs]
     if rnn_attention is not None and rnn_attention.sentinel:
         inputs.append("sentinel")

@@ -96,8 +96,6 @@ class MultiSourceRNNDecoder(FairseqIncrementalDecoder):
         self.readout = nn.Linear(hidden + embed + args.context_dim, embed)
         self.output_projection = nn.Linear(embed, len(dictionary))
         self.dropout_module = FairseqDropout(args.dropout, module_name=self.__class__.__name__)
-        self.record_input_weights = False
-        self.last_input_weights: Optional[Tensor] = None
 
     def _initial(self, encoder_out) -> Dict[str, Tensor]:
         source, mask = encoder_out["states"][0], encoder_out["masks"][0]
@@ -123,8 +121,6 @@ class MultiSourceRNNDecoder(FairseqIncrementalDecoder):
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, "rnn",
                                        {"state": state, **{f"keys{k}": v for k, v in enumerate(keys)}})
-        if self.record_input_weights:
-            self.last_input_weights = torch.stack(weights, 1)
         logits = self.output_projection(self.dropout_module(torch.stack(outputs, 1)))
         return logits, {"attn": [None], "input_weights": [torch.stack(weights, 1)]}
 
