@@ -9,20 +9,25 @@ from fairseq.models.transformer.transformer_legacy import base_architecture, tra
 from torch import Tensor
 
 from fairseq_ctx.context.modules.pyramid_queries import PyramidQueryPooling, attend_with_layer
+from fairseq_ctx.core.length_chunks import SinglePass
 
 
-class EmbeddingTransformerEncoder(TransformerEncoderBase):
+class EmbeddingTransformerEncoder(TransformerEncoderBase, SinglePass):
     """fairseq's Transformer encoder whose output also carries the sentence embedding P.
 
     P = H^L[0], the output at the STR_TAG position (eq. 4.3–4.5), or the pyramid pooling of
     T-MDE_P. With ``bottleneck`` the encoder output handed to the decoder is P alone (one
     key/value for encoder-decoder attention, Fig. 4.1) — also during fairseq-generate.
+
+    When nothing reads H^L beyond position 0, the last layer runs at position 0 only (exact, and
+    most of a layer cheaper); :meth:`use_single_pass` turns that off for hooks on its attention.
     """
 
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, bottleneck: bool,
                  pyramid_queries: Optional[List[int]] = None):
         super().__init__(cfg, dictionary, embed_tokens)
         self.bottleneck = bottleneck
+        self.position_zero_last_layer = True
         self.pyramid = None
         if pyramid_queries:
             self.pyramid = PyramidQueryPooling(
@@ -52,6 +57,11 @@ class EmbeddingTransformerEncoder(TransformerEncoderBase):
         states, last, padding, _ = self._encode(src_tokens, None, self._pyramid_reads_last_layer())
         return self._embedding(states, last, padding)
 
+    def use_single_pass(self) -> None:
+        """Run the last layer over every position (:class:`SinglePass`), so that its attention
+        module is called like every other."""
+        self.position_zero_last_layer = False
+
     def _pyramid_reads_last_layer(self) -> bool:
         return self.pyramid is not None and self.pyramid.first_layer(len(self.layers)) == len(self.layers)
 
@@ -71,7 +81,7 @@ class EmbeddingTransformerEncoder(TransformerEncoderBase):
         states = [x]
         last_layer = self.layers[len(self.layers) - 1]
         for layer in self.layers:  # LayerDropModuleList may skip layers in training
-            if layer is last_layer and not full_last_layer:
+            if layer is last_layer and not full_last_layer and self.position_zero_last_layer:
                 x = attend_with_layer(layer, x[:1], x, mask)
             else:
                 x = layer(x, encoder_padding_mask=mask)

@@ -1,9 +1,15 @@
 """A fairseq Transformer whose encoder reads the shared context batch format."""
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 from torch import Tensor
+
+
+class ContextBatchNeeds(NamedTuple):
+    """What a context model needs from the batches of the context_translation task."""
+    count_context_tokens: bool = True  # count context tokens in the batch size (off when they are sources too)
+    document_span: int = 0  # previous sentences each example's ``document_index`` lists (document vector)
 
 
 class ContextTransformerModel(TransformerModel):
@@ -25,6 +31,12 @@ class ContextTransformerModel(TransformerModel):
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
         return cls.encoder_class(TransformerConfig.from_namespace(args), args, src_dict, embed_tokens)
+
+    def configure_context(self, cache: bool, document_window: int) -> ContextBatchNeeds:
+        """Called by the task once the model is built: ``cache`` is off under
+        ``--no-context-cache``, ``document_window`` is ``--document-window``. The baselines
+        have no context cache and need nothing beyond the default batches."""
+        return ContextBatchNeeds()
 
     def forward(
         self,

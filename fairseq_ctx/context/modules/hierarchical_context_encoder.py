@@ -285,15 +285,16 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         context_index: Optional[Tensor] = None,
         context_source_row: Optional[Tensor] = None,
         document_index: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
     ) -> List[Dict[str, List[Tensor]]]:
         """The encoder outputs of the batch rows ``chunks`` (a partition of the batch), each
         chunk cut to its own longest source: the same numbers as :meth:`forward` on the whole
-        batch, with less padding. Context sentences that are sources of the batch are pooled
-        from whichever chunk encoded them."""
+        batch, with less padding (``encoder_states`` too with ``return_all_hiddens``). Context
+        sentences that are sources of the batch are pooled from whichever chunk encoded them."""
         reuse = self.reuses_source_encodings and context_source_row is not None
         outs = [
             self.encode_sources(trim_padding(src_tokens.index_select(0, rows), self.padding_idx)[0],
-                                src_lengths.index_select(0, rows), False, reuse)
+                                src_lengths.index_select(0, rows), return_all_hiddens, reuse)
             for rows in chunks
         ]
         pool = self.source_row_pooling(outs, chunks) if reuse else None
