@@ -13,13 +13,14 @@ from fairseq_ctx.context.modules.hierarchical_context_encoder import (
     HierarchicalContextConfig,
     HierarchicalContextEncoder,
 )
+from fairseq_ctx.core.model_options import with_transformer_options
 from fairseq_ctx.core.length_chunks import SinglePass, in_batch_order, length_chunks, trim_padding, widen
 
 logger = logging.getLogger(__name__)
 SENTENCE_TASKS = ("translation", "context_translation")
 
 
-@register_model("hierarchical_context_transformer")
+@register_model("hierarchical_context_transformer", dataclass=with_transformer_options(HierarchicalContextConfig))
 class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
     """Transformer whose encoder output is fused with HCE/HMCE context (Yun 2022, ch. 3).
 
@@ -27,11 +28,11 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
     the context enters through ``net_input["context_tokens"]`` / ``["context_index"]``.
     """
 
-    config_class = HierarchicalContextConfig
+    options = HierarchicalContextConfig
 
     def __init__(self, args, encoder, decoder):
         super().__init__(args, encoder, decoder)
-        self.train_length_chunks: int = getattr(args, "train_length_chunks", 3)
+        self.train_length_chunks: int = args.train_length_chunks
 
     def configure_context(self, cache: bool, document_window: int) -> ContextBatchNeeds:
         """The context cache on or off; context tokens are not counted in the batch size when
@@ -96,15 +97,9 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
-        ctx_cfg = HierarchicalContextConfig(
-            context_encoder_layers=getattr(args, "context_encoder_layers", None),
-            separate_context_encoder=getattr(args, "separate_context_encoder", False),
-            document_vector=getattr(args, "document_vector", False),
-            document_vector_span=getattr(args, "document_vector_span", 32),
-        )
         return HierarchicalContextEncoder(
             TransformerConfig.from_namespace(args),
-            ctx_cfg,
+            HierarchicalContextConfig.from_namespace(args),
             src_dict,
             embed_tokens,
             memory_attention=args.memory_attention,

@@ -3,12 +3,13 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from fairseq.modules import FairseqDropout
 
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.baselines.base import ContextModelConfig, ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import concatenated_context
 from fairseq_ctx.context.modules.empty_context import attendable, without_context
 from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.core.model_options import with_transformer_options
 
 
 class DocumentAwareEncoder(ContextEncoderBase):
@@ -40,7 +41,7 @@ class DocumentAwareEncoder(ContextEncoderBase):
         return without_context(fused, h_src, has_context), padding, embedding, src_tokens
 
 
-@register_model("document_aware_transformer")
+@register_model("document_aware_transformer", dataclass=with_transformer_options(ContextModelConfig))
 class DocumentAwareTransformer(ContextTransformerModel):
     """DAT baseline: context encoder sharing the first L-1 source layers, gated sum at the top."""
 

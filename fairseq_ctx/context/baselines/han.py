@@ -4,12 +4,13 @@ from fairseq.models.transformer import base_architecture
 from fairseq.modules import FairseqDropout, LayerNorm
 from torch import Tensor, nn
 
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.baselines.base import ContextModelConfig, ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import gather_slots
 from fairseq_ctx.context.modules.empty_context import attendable, without_context
 from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.core.model_options import with_transformer_options
 
 
 class HierarchicalAttentionLayer(nn.Module):
@@ -71,7 +72,7 @@ class HierarchicalAttentionEncoder(ContextEncoderBase):
         return x, padding, embedding, src_tokens
 
 
-@register_model("hierarchical_attention_transformer")
+@register_model("hierarchical_attention_transformer", dataclass=with_transformer_options(ContextModelConfig))
 class HierarchicalAttentionTransformer(ContextTransformerModel):
     """HAN baseline: hierarchical (word, then sentence) context attention in every encoder layer."""
 

@@ -27,6 +27,12 @@ SourceRowPooling = Callable[[Tensor], Tensor]
 
 @dataclass
 class HierarchicalContextConfig(FairseqDataclass):
+    """Options of HCE/HMCE (Yun 2022, ch. 3) beyond fairseq's Transformer."""
+    memory_attention: bool = field(
+        default=False,
+        metadata={"help": "HMCE: the upper level also attends the source embedding (memory attention, "
+                  "eq. 3.17); set by --arch hmce, off for --arch hce"},
+    )
     context_encoder_layers: Optional[int] = field(
         default=None,
         metadata={"help": "layers of the lower-level (per context sentence) encoder; default: "
