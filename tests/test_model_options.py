@@ -83,3 +83,17 @@ def test_hydra_config_naming_a_multisource_arch_builds_the_cli_model(multimodal_
     node = OmegaConf.create({"_name": arch, "aux_input_spec": cfg.model.aux_input_spec, **given})
     model = task.build_model(node)
     assert shapes(model) == shapes(reference)
+
+
+def test_a_namespace_config_from_before_the_dataclass_builds_the_same_model(multimodal_data):
+    """Checkpoints of multisource_rnn saved before it had a dataclass store an argparse
+    namespace filled by its old architecture function; it still builds the same model."""
+    task, reference, cfg = build_multimodal(multimodal_data, "multisource_rnn",
+                                            model_args=["--encoder-hidden-size", "16", "--decoder-hidden-size", "16"])
+    old = argparse.Namespace(
+        _name="multisource_rnn", arch="multisource_rnn", encoder_embed_dim=300, encoder_hidden_size=16,
+        decoder_embed_dim=300, decoder_hidden_size=16, attention_dim=500, context_dim=32, combination="hierarchical",
+        sentinel=False, dropout=0.2, aux_input_spec=cfg.model.aux_input_spec, task="multimodal_translation",
+    )
+    model = task.build_model(old, from_checkpoint=True)
+    assert shapes(model) == shapes(reference)
