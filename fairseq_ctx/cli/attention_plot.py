@@ -17,7 +17,6 @@ from typing import Dict, List
 import torch
 
 from fairseq_ctx.core.checkpoint_loading import load_ensemble
-from fairseq_ctx.multisource.transformer_layers import MultiSourceDecoderLayer
 
 QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
             "serial": "context-vector norm share", "parallel": "context-vector norm share",
@@ -27,14 +26,17 @@ QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention m
 def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
     """(B, T, n) input weights of decoder layer ``layer`` under teacher forcing, from the decoder's
     ``extra["input_weights"]`` (the RNN decoder has one attention, read whatever ``layer``)."""
-    layers = getattr(model.decoder, "layers", None)
-    if layers is not None and not isinstance(layers[0], MultiSourceDecoderLayer):
+    from fairseq_ctx.multisource.rnn import MultiSourceRNNDecoder
+    from fairseq_ctx.multisource.transformer_layers import MultiSourceTransformerDecoder
+
+    if isinstance(model.decoder, MultiSourceTransformerDecoder):
+        alignment = {"alignment_layer": layer % model.decoder.num_layers}
+    elif isinstance(model.decoder, MultiSourceRNNDecoder):
+        alignment = {}
+    else:
         raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
-    alignment = {"alignment_layer": layer % len(layers)} if layers is not None else {}
     with torch.no_grad():
         _, extra = model(**sample["net_input"], **alignment)
-    if "input_weights" not in extra:
-        raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
     return extra["input_weights"][0]
 
 
