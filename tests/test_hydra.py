@@ -6,9 +6,13 @@ shapes) fairseq-train builds for the same options: a dropped option (hmce's memo
 tmde_p's pyramid queries) changes them. The archs run in-process through
 ``fairseq_cli.hydra_train._hydra_main`` (what fairseq-hydra-train calls after Hydra composed
 the config; a subprocess per arch would cost seconds of start-up each); the shipped commands
-themselves run as a subprocess of the fairseq-hydra-train script, one per family."""
+themselves run as a subprocess of the fairseq-hydra-train script, one per family. The two
+reach the task in the two forms a model node can have: in-process the plugin is imported when
+fairseq merges the model's dataclass into the node, the console script composes it before the
+plugin is imported; both must record every option in the checkpoint."""
+import dataclasses
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Set
 
 import pytest
 import torch
@@ -17,9 +21,11 @@ from fairseq.dataclass.initialize import hydra_init
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
 
 from conftest import EMBEDDING_PAIRS, USER_DIR, run_tool
 from fairseq_ctx.context import hub
+from fairseq_ctx.core.hydra_model_config import complete_model_config, model_options
 from production_matrix import TASK_FIXTURES, arch_params, plugin_archs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -84,6 +90,11 @@ def fairseq_train_shapes(task: str, arch: str, data: Path, model_flags: Sequence
     return {name: tuple(value.shape) for name, value in model.state_dict().items()}
 
 
+def option_names(name: str) -> Set[str]:
+    """Every option of the model an architecture or model ``name`` builds."""
+    return {spec.name for spec in dataclasses.fields(model_options(name)) if not spec.name.startswith("_")}
+
+
 def checkpoint_shapes(path: Path) -> Dict[str, tuple]:
     state = torch.load(path, map_location="cpu", weights_only=True)
     return {name: tuple(value.shape) for name, value in state["model"].items()}
@@ -101,6 +112,7 @@ def test_hydra_train_builds_the_same_model_as_fairseq_train(task, arch, request,
     state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=True)
     assert state["optimizer_history"][-1]["num_updates"] == 2
     assert state["cfg"]["model"]["_name"] == arch
+    assert option_names(arch) <= set(state["cfg"]["model"])
     assert checkpoint_shapes(tmp_path / "checkpoint_last.pt") == fairseq_train_shapes(task, arch, data,
                                                                                     [*yaml_flags, *sizes])
 
@@ -114,7 +126,8 @@ def test_shipped_config_trains_with_the_documented_command(task, request, tmp_pa
                        "--config-name", config_name, *model_overrides(TASK_FIXTURES[task].model_args(arch)),
                        *run_overrides(task, data, tmp_path / "ck")], cwd=tmp_path)
     assert "done training" in result.stdout + result.stderr
-    assert (tmp_path / "ck" / "checkpoint_last.pt").exists()
+    state = torch.load(tmp_path / "ck" / "checkpoint_last.pt", map_location="cpu", weights_only=True)
+    assert option_names(arch) <= set(state["cfg"]["model"])  # the console script composes a sparse node
 
 
 def test_cka_config_trains_hmce_with_head_diversity_and_the_checkpoint_loads_in_the_hub(tiny_data, tmp_path):
@@ -130,10 +143,25 @@ def test_cka_config_trains_hmce_with_head_diversity_and_the_checkpoint_loads_in_
     assert len(translator.translate_document(["the new man stands .", "it is small ."])) == 2
 
 
-def test_a_model_name_instead_of_an_arch_is_a_clear_error(tiny_data, tmp_path):
-    overrides = ["model._name=hierarchical_context_transformer", *run_overrides("context_translation", tiny_data, tmp_path)]
-    with pytest.raises(ValueError, match=r"is a model, not an architecture.*one of: hce, hmce"):
-        hydra_train_in_process(EXAMPLES / "context_mt" / "configs", "hmce", overrides)
+def test_a_model_name_trains_with_its_dataclass_defaults(tiny_data, tmp_path):
+    """``model._name`` may also name the model (fairseq's config-driven models): no architecture
+    function, every option from the model's dataclass, all of them recorded in the checkpoint."""
+    sizes = TASK_FIXTURES["context_translation"].model_args("hmce")
+    overrides = ["model._name=hierarchical_context_transformer", "++model.memory_attention=true",
+                 *model_overrides(sizes), *run_overrides("context_translation", tiny_data, tmp_path)]
+    hydra_train_in_process(EXAMPLES / "context_mt" / "configs", "hmce", overrides)
+    state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=True)
+    recorded = state["cfg"]["model"]
+    assert recorded["_name"] == "hierarchical_context_transformer" and recorded["memory_attention"] is True
+    assert option_names("hierarchical_context_transformer") <= set(recorded)
+    assert checkpoint_shapes(tmp_path / "checkpoint_last.pt") == fairseq_train_shapes(
+        "context_translation", "hmce", tiny_data, [*YAML_MODEL_FLAGS["context_translation"], *sizes])
+
+
+def test_a_model_without_options_dataclass_instead_of_an_arch_is_a_clear_error():
+    """fairseq's own message is an assertion ("Could not infer model type")."""
+    with pytest.raises(ValueError, match=r"model._name: bart is a model, not an architecture.*one of: bart_base, bart_large"):
+        complete_model_config(OmegaConf.create({"_name": "bart"}))
 
 
 def test_an_unregistered_arch_is_a_clear_error(tiny_data, tmp_path):

@@ -187,7 +187,7 @@ def test_generate_with_the_sentence_level_task_refuses_a_context_model(tiny_data
 
 @pytest.mark.parametrize("model_class", [TransformerMDE, LaserModel])
 def test_embedding_models_point_to_the_embedding_tools(model_class):
-    with pytest.raises(NotImplementedError, match=r"fairseq-ctx-embed --path CHECKPOINT --lang LANG"):
+    with pytest.raises(NotImplementedError, match=r"fairseq-ctx-embed CHECKPOINT --lang LANG"):
         model_class.from_pretrained("checkpoints/tmde")
 
 

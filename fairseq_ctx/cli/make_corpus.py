@@ -1,7 +1,7 @@
 """``fairseq-ctx-make-corpus``: write the generated document-level demo corpus."""
 import argparse
 
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
+from fairseq_ctx.context.data.synthetic_corpus import SETTINGS, CorpusSizes, write_corpus
 
 
 def main(argv=None) -> None:
@@ -11,8 +11,12 @@ def main(argv=None) -> None:
     parser.add_argument("--train-docs", type=int, default=CorpusSizes.train)
     parser.add_argument("--valid-docs", type=int, default=CorpusSizes.valid)
     parser.add_argument("--test-docs", type=int, default=CorpusSizes.test)
+    parser.add_argument("--setting", choices=SETTINGS, default="standard",
+                        help="standard: antecedents 1-2 sentences back; hard: also 3-4 sentences back "
+                        "behind distractor nouns (train with --context-size 4)")
     args = parser.parse_args(argv)
-    counts = write_corpus(args.out_dir, CorpusSizes(args.train_docs, args.valid_docs, args.test_docs), seed=args.seed)
+    sizes = CorpusSizes(args.train_docs, args.valid_docs, args.test_docs)
+    counts = write_corpus(args.out_dir, sizes, seed=args.seed, setting=args.setting)
     print(" ".join(f"{split}={n} sentences" for split, n in counts.items()) + f" written to {args.out_dir}")
 
 

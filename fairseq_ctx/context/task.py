@@ -9,11 +9,13 @@ from fairseq import utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.context_examples import ExampleCollater
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
 from fairseq_ctx.context.interactive import InteractiveDocuments
-from fairseq_ctx.core.hydra_model_config import legacy_model_args
+from fairseq_ctx.core.hydra_model_config import complete_model_config
+from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 from fairseq_ctx.core.model_family import check_model_family
 
 logger = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ class ContextTranslationTask(TranslationTask):
         if self.cfg.context_size < 0:
             raise ValueError(f"--context-size must be >= 0, got {self.cfg.context_size}")
         if self.cfg.context_size == 0:
+            self.datasets[split] = LanguagePairWrapper(pair)
             return
         codes = read_docids(docids_path(data_path, split), split, len(pair))
         self.datasets[split] = ContextTranslationDataset(
@@ -112,19 +115,18 @@ class ContextTranslationTask(TranslationTask):
             dataset.document_span = self.document_span
 
     def build_model(self, cfg, from_checkpoint: bool = False):
+        complete_model_config(cfg)
         check_model_family(cfg, "context_translation")
-        model = super().build_model(legacy_model_args(cfg), from_checkpoint)
+        model = super().build_model(cfg, from_checkpoint)
         if self.cfg.context_size > 0 and not _accepts_context(model):
             raise ValueError(
                 f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} is a "
                 f"sentence-level model and cannot read context; train it with --context-size 0 "
                 f"(same data directory) or choose a context-aware arch such as hce or hmce"
             )
-        if hasattr(model.encoder, "set_context_cache"):
-            model.encoder.set_context_cache(not self.cfg.no_context_cache)
-            self.count_context_tokens = not (model.encoder.reuses_source_encodings and self.cfg.document_window > 0)
-            document_vector = getattr(model.encoder, "document_vector", None)
-            self.document_span = document_vector.span if document_vector is not None else 0
+        if isinstance(model, ContextTransformerModel):
+            needs = model.configure_context(not self.cfg.no_context_cache, self.cfg.document_window)
+            self.count_context_tokens, self.document_span = needs.count_context_tokens, needs.document_span
             for dataset in self.datasets.values():
                 self.configure_dataset(dataset)
         checkpoint = getattr(cfg, "pretrained_sentence_checkpoint", None)

@@ -8,7 +8,7 @@ def no_hub_interface(model_name: str) -> NoReturn:
     (Yun 2022 ch. 4), which the embedding tools compute."""
     raise NotImplementedError(
         f"{model_name} is a multilingual_embedding model (T-MDE / LASER): it embeds text, it does not translate, "
-        f"so it has no fairseq hub interface. Embed text with `fairseq-ctx-embed --path CHECKPOINT --lang LANG --input "
-        f"FILE --output FILE.npy`, or in Python with fairseq_ctx.cli.embed.Embedder(CHECKPOINT, LANG)"
+        f"so it has no fairseq hub interface. Embed text with `fairseq-ctx-embed CHECKPOINT --lang LANG --input "
+        f"FILE --output FILE.npy`, or in Python with fairseq_ctx.embedding.embedder.Embedder(CHECKPOINT, LANG)"
         f".embed_lines(lines, max_tokens)"
     )

@@ -14,7 +14,7 @@ from omegaconf import II
 
 from fairseq_ctx.embedding.data.multilingual_embedding_dataset import MultilingualEmbeddingDataset, sample_pair_rows
 from fairseq_ctx.embedding.data.shared_dictionary import load_shared_dictionary
-from fairseq_ctx.core.hydra_model_config import legacy_model_args
+from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.model_family import check_model_family
 
 logger = logging.getLogger(__name__)
@@ -106,8 +106,9 @@ class MultilingualEmbeddingTask(FairseqTask):
         return self.cfg.max_source_positions, self.cfg.max_target_positions
 
     def build_model(self, cfg, from_checkpoint: bool = False):
+        complete_model_config(cfg)
         check_model_family(cfg, "multilingual_embedding")
-        return super().build_model(legacy_model_args(cfg), from_checkpoint)
+        return super().build_model(cfg, from_checkpoint)
 
     def check_language(self, lang: str) -> None:
         if lang not in self.languages:

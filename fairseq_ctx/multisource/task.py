@@ -13,7 +13,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from fairseq_ctx.multisource.data.feature_file import FeatureFile, FeatureInputError, feature_path, open_features
 from fairseq_ctx.multisource.data.multimodal_dataset import MultimodalTranslationDataset
 from fairseq_ctx.multisource.aux_input_spec import AuxInput, format_spec, parse_spec
-from fairseq_ctx.core.hydra_model_config import complete_model_config, legacy_model_args
+from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.model_family import check_model_family
 
 logger = logging.getLogger(__name__)
@@ -144,8 +144,8 @@ class MultimodalTranslationTask(TranslationTask):
                 )
 
     def build_model(self, cfg, from_checkpoint: bool = False):
-        check_model_family(cfg, "multimodal_translation")
         complete_model_config(cfg)
+        check_model_family(cfg, "multimodal_translation")
         if from_checkpoint or getattr(cfg, "aux_input_spec", None):
             self.model_inputs = parse_spec(getattr(cfg, "aux_input_spec", "") or "")
             expected = sorted(s.name for s in self.model_inputs)
@@ -166,7 +166,7 @@ class MultimodalTranslationTask(TranslationTask):
                 cfg.aux_input_spec = format_spec(self.model_inputs)
         for split in self.loaded_inputs:
             self._check_split_against_model(split)
-        model = super().build_model(legacy_model_args(cfg), from_checkpoint)
+        model = super().build_model(cfg, from_checkpoint)
         self.model_arch = getattr(cfg, "arch", None) or getattr(cfg, "_name", "?")
         self.source_state_dim = getattr(model.encoder, "source_state_dim", None)
         return model
