@@ -63,12 +63,13 @@ def markdown(report: dict, labels: Dict[str, str]) -> str:
              f"- xsim: ratio margin, k={report['settings']['k']}, textual error (duplicate sentences count as right)",
              f"- Wall time: preprocessing {t['prepare']:.0f} s, evaluation {t['evaluate']:.0f} s, "
              f"total {t['total']:.0f} s", f"- Command: `{report['command']}`", "",
-             "| model | updates | training wall time | mean xsim error % | fr↔cs error % (unseen pair) |",
-             "|---|---|---|---|---|"]
+             "| model | updates | training wall time | training CPU time | s/update (wall) | mean xsim error % "
+             "| fr↔cs error % (unseen pair) |", "|---|---|---|---|---|---|---|"]
     for name, run in report["models"].items():
         s = report["summary"][name]
-        lines.append(f"| {labels[name]} | {run['updates']} | {run['wall_time_s']:.0f} s | "
-                     f"{s['mean_error_percent']:.2f} | {s['unseen_pair_error_percent']:.2f} |")
+        lines.append(f"| {labels[name]} | {run['updates']} | {run['wall_time_s']:.0f} s | {run['cpu_time_s']:.0f} s | "
+                     f"{run['wall_time_s'] / run['updates']:.2f} | {s['mean_error_percent']:.2f} | "
+                     f"{s['unseen_pair_error_percent']:.2f} |")
     lines += ["", "Expected directions:", ""]
     for check in report["expected"]:
         verdict = {True: "held", False: "did NOT hold", None: "not tested (model not run)"}[check["held"]]
@@ -127,7 +128,7 @@ def write_results(out_dir: str, rows: List[dict], runs: Dict[str, dict], labels:
         "wall_time_s": {"prepare": prepare_s, "train": train_s, "evaluate": evaluate_s,
                         "total": prepare_s + train_s + evaluate_s},
         "models": {name: {"label": labels[name], "updates": run["updates"], "size": run["size"],
-                          "wall_time_s": run["wall_time_s"], "command": run["command"]} for name, run in runs.items()},
+                          "wall_time_s": run["wall_time_s"], "cpu_time_s": run["cpu_time_s"], "command": run["command"]} for name, run in runs.items()},
         "summary": summary, "expected": expected_directions(summary), "rows": rows,
     }
     base = os.path.join(out_dir, "multi30k_embedding")
