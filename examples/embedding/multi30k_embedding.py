@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,12 +63,12 @@ SIZES = {
         "train": ["--lr", "2e-3", "--warmup-updates", "10", "--max-tokens", "1000"],
     },
     "small": {
-        "transformer": ["--encoder-embed-dim", "256", "--decoder-embed-dim", "256", "--encoder-ffn-embed-dim", "1024",
-                        "--decoder-ffn-embed-dim", "1024", "--encoder-layers", "4", "--decoder-layers", "1",
+        "transformer": ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-ffn-embed-dim", "512",
+                        "--decoder-ffn-embed-dim", "512", "--encoder-layers", "3", "--decoder-layers", "1",
                         "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", "--dropout", "0.1"],
         "pyramid": ["--pyramid-queries", "32,16,8"],
-        "laser": ["--encoder-embed-dim", "256", "--encoder-hidden-size", "128", "--encoder-layers", "1",
-                  "--decoder-embed-dim", "256", "--decoder-hidden-size", "512", "--decoder-lang-embed-dim", "32",
+        "laser": ["--encoder-embed-dim", "128", "--encoder-hidden-size", "64", "--encoder-layers", "1",
+                  "--decoder-embed-dim", "128", "--decoder-hidden-size", "256", "--decoder-lang-embed-dim", "32",
                   "--dropout", "0.1"],
         "train": ["--lr", "1e-3", "--warmup-updates", "400", "--max-tokens", "2000"],
     },
@@ -164,8 +165,6 @@ def prepare(data: str, work: str, bpe_vocab: int) -> dict:
             with open(os.path.join(text_dir, f"{split}.{lang}"), "w", encoding="utf-8") as handle:
                 handle.writelines(" ".join(pieces) + "\n" for pieces in processor.encode(lines, out_type=str))
     print(f"== shared dictionary, fairseq-preprocess for {' '.join(TRAIN_PAIRS)}", flush=True)
-    from pathlib import Path
-
     binarize_multilingual(Path(text_dir), Path(work) / "data-bin", TRAIN_PAIRS, LANGS)
     state = {"settings": settings, "spm": prefix + ".model", "data_bin": os.path.join(work, "data-bin"),
              "wall_time_s": time.time() - start}
@@ -272,7 +271,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help=f"comma-separated subset of {','.join(MODELS)} to train (finished ones are skipped)")
     parser.add_argument("--size", choices=sorted(SIZES), default="small",
                         help="model sizes: small (CPU, ~30 min per model), thesis (Table 4.1, GPUs), tiny (tests)")
-    parser.add_argument("--updates", type=int, default=3000, help="training updates of every model")
+    parser.add_argument("--updates", type=int, default=2400,
+                        help="training updates of every model (2400: about 1.4 epochs of the 6 pairs at --size small)")
     parser.add_argument("--bpe-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--k", type=int, default=4, help="nearest neighbours of the xsim ratio margin (LASER: 4)")
     parser.add_argument("--seed", type=int, default=1)
