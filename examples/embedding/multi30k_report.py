@@ -63,7 +63,7 @@ def markdown(report: dict, labels: Dict[str, str]) -> str:
              f"- xsim: ratio margin, k={report['settings']['k']}, textual error (duplicate sentences count as right)",
              f"- Wall time: preprocessing {t['prepare']:.0f} s, evaluation {t['evaluate']:.0f} s, "
              f"total {t['total']:.0f} s", f"- Command: `{report['command']}`", "",
-             "| model | updates | training wall time | training CPU time | s/update (wall) | mean xsim error % "
+             "| model | updates | training wall time | training CPU time | wall s per update (incl. validation) | mean xsim error % "
              "| fr↔cs error % (unseen pair) |", "|---|---|---|---|---|---|---|"]
     for name, run in report["models"].items():
         s = report["summary"][name]
@@ -107,7 +107,8 @@ def plot(path: str, rows: List[dict], labels: Dict[str, str]) -> bool:
     axes.set_xticks([d + 0.4 - width / 2 for d in range(len(directions))], directions)
     axes.set_ylabel("xsim error % (ratio margin, k=4)")
     axes.set_title("Multi30k test_2016_flickr retrieval error per direction (fr↔cs never seen in training)")
-    axes.legend(fontsize=8)
+    axes.set_ylim(0, 100)
+    axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
