@@ -8,8 +8,8 @@ import torch
 
 from conftest import EMBEDDING_PAIRS, USER_DIR, run_tool
 from embedding_helpers import TINY_TRANSFORMER, build_embedding_model, one_torch_thread  # noqa: F401
-from fairseq_ctx.cli.doc_classify import accuracy_matrix
-from fairseq_ctx.cli.embed import Embedder, embed_file
+from fairseq_ctx.embedding.doc_classify import accuracy_matrix
+from fairseq_ctx.embedding.embedder import Embedder, embed_file
 from fairseq_ctx.embedding.data.shared_dictionary import SharedDictionaryError
 
 
@@ -43,8 +43,9 @@ def test_embed_tool_keeps_order_is_deterministic_and_handles_empty_lines(trained
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     run_tool(["fairseq-ctx-embed", "--path", str(checkpoint), "--lang", "xa", "--input", str(tmp_path / "in.txt"),
               "--output", str(tmp_path / "a.npy")])
-    run_tool(["fairseq-ctx-embed", "--path", str(checkpoint), "--lang", "xa", "--input", str(tmp_path / "in.txt"),
-              "--output", str(tmp_path / "b.npy"), "--max-tokens", "40", "--chunk-lines", "7"])
+    run_tool(["fairseq-ctx-embed", str(checkpoint.parent), "--checkpoint-file", checkpoint.name, "--cpu", "--lang", "xa",
+              "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "b.npy"), "--max-tokens", "40",
+              "--chunk-lines", "7"])  # the convention: checkpoint directory + --checkpoint-file; above the --path alias
     a, b = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
     assert a.shape == (30, 32) and a.dtype == np.float32
     np.testing.assert_allclose(a, b, atol=1e-5)

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from fairseq_ctx.cli import doc_classify, plot_embeddings
+from fairseq_ctx.cli import plot_embeddings
+from fairseq_ctx.embedding import doc_classify
 from fairseq_ctx.cli import xsim as xsim_cli
 from fairseq_ctx.embedding.embedding_file import EmbeddingFileError, read_embeddings
 from fairseq_ctx.embedding.xsim import (MARGINS, best_candidates, faiss_available, nearest_neighbours, normalise,

@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 
-from fairseq_ctx.cli.doc_classify import accuracy_matrix, format_matrix, load_split
-from fairseq_ctx.cli.embed import Embedder, embed_file
-from fairseq_ctx.cli.plot_embeddings import plot
+from fairseq_ctx.embedding.doc_classify import accuracy_matrix, format_matrix, load_split
+from fairseq_ctx.embedding.embedder import Embedder, embed_file
+from fairseq_ctx.embedding.embedding_plot import plot
 from fairseq_ctx.embedding.xsim import DIRECTIONS, xsim_files
 
 MULTILINGUAL = {"tmde": "T-MDE", "ct_mde_small": "T-MDE + distance_constraint (cT-MDE)",

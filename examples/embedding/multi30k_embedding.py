@@ -146,6 +146,7 @@ def prepare(data: str, work: str, bpe_vocab: int) -> dict:
         return state
     import sentencepiece
 
+    from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
     from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
 
     start = time.time()
@@ -157,13 +158,12 @@ def prepare(data: str, work: str, bpe_vocab: int) -> dict:
     sentencepiece.SentencePieceTrainer.train(
         input=",".join(data_file(data, "train", lang) for lang in LANGS), model_prefix=prefix, vocab_size=bpe_vocab,
         model_type="bpe", character_coverage=1.0, hard_vocab_limit=False, num_threads=2, minloglevel=2)
-    processor = sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
+    codec = SentencePieceCodec(prefix + ".model")  # the encoding fairseq-ctx-embed --spm applies
     for split in SPLITS:
         for lang in LANGS:
-            with open(data_file(data, split, lang), encoding="utf-8") as handle:
-                lines = [line.strip() for line in handle]
-            with open(os.path.join(text_dir, f"{split}.{lang}"), "w", encoding="utf-8") as handle:
-                handle.writelines(" ".join(pieces) + "\n" for pieces in processor.encode(lines, out_type=str))
+            with open(data_file(data, split, lang), encoding="utf-8") as src, \
+                    open(os.path.join(text_dir, f"{split}.{lang}"), "w", encoding="utf-8") as dst:
+                dst.writelines(codec.encode(line) + "\n" for line in src)
     print(f"== shared dictionary, fairseq-preprocess for {' '.join(TRAIN_PAIRS)}", flush=True)
     binarize_multilingual(Path(text_dir), Path(work) / "data-bin", TRAIN_PAIRS, LANGS)
     state = {"settings": settings, "spm": prefix + ".model", "data_bin": os.path.join(work, "data-bin"),
@@ -238,7 +238,7 @@ def train_models(names: Sequence[str], prep: dict, work: str, size: str, updates
 def evaluate(name: str, prep: dict, data: str, work: str, k: int) -> List[dict]:
     """fairseq-ctx-embed every test language (with --spm), then xsim (ratio margin, textual error)
     for every pair of EVAL_PAIRS in both directions: one row per direction."""
-    from fairseq_ctx.cli.embed import Embedder, embed_file
+    from fairseq_ctx.embedding.embedder import Embedder, embed_file
     from fairseq_ctx.embedding.xsim import xsim_files
 
     out = os.path.join(work, "emb", name)

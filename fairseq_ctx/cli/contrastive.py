@@ -31,6 +31,7 @@ from fairseq_ctx.cli.tool_args import add_model_args, load_translator
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.formats import FORMATS, read_set
 from fairseq_ctx.context.contrastive.scoring import evaluate, format_report
+from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:
@@ -61,6 +62,7 @@ def main(argv=None) -> None:
                                      args.source, args.reference, args.contrastive, args.context, args.categories)
     except (ContrastiveInputError, OSError) as err:
         sys.exit(f"fairseq-ctx-contrastive: {err}")
+    configure_tool_logging("contrastive")
     result = evaluate(load_translator(args), examples, args.batch_size, args.length_normalize)
     result = {"format": args.format, **result, "skipped": skipped}
     print(format_report(result))

@@ -15,10 +15,7 @@ import json
 import os
 import sys
 
-from fairseq_ctx.core.scoring import (DEFAULT_COMET_MODEL, REMOVE_BPE, load_translations, score,
-                                      translation_scores)
-# imported from here by fairseq-ctx-subset-bleu and fairseq-ctx-adversarial
-from fairseq_ctx.core.scoring import context_accuracy, read_generate_output  # noqa: F401
+from fairseq_ctx.core.scoring import DEFAULT_COMET_MODEL, REMOVE_BPE, load_translations, score, translation_scores
 
 
 def main(argv=None) -> None:

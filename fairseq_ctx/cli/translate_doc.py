@@ -14,6 +14,8 @@ import argparse
 import sys
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.core.progress import progress
+from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:
@@ -27,11 +29,13 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
+    configure_tool_logging("translate_doc")
     translator = load_translator(args, beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
                                  max_len_b=args.max_len_b)
     source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
     try:
-        for translation in translator.translate_stream(source, batch_size=args.batch_size):
+        for translation in progress(translator.translate_stream(source, batch_size=args.batch_size),
+                                    desc="translate", unit="line"):
             sys.stdout.write(translation + "\n")
             sys.stdout.flush()
     finally:

@@ -5,19 +5,17 @@ Every candidate is scored by the model (sum of the natural-log probabilities of 
 context. An example is correct when its correct candidate scores strictly highest (a tie is
 an error), the rule of Müller et al. (2018), Bawden et al. (2018) and Voita et al. (2019).
 """
-import sys
 from collections import defaultdict
 from typing import Dict, List, Sequence
 
 from fairseq_ctx.context.contrastive.example import ContrastiveExample
+from fairseq_ctx.core.progress import progress
 
 
 def score_candidates(translator, examples: Sequence[ContrastiveExample], batch_size: int = 32,
                      length_normalize: bool = False) -> List[List[float]]:
     """Per example, the score of each candidate (correct first). The text is encoded with the
     translator's dictionaries (and its sentencepiece model, if any)."""
-    from tqdm import tqdm
-
     from fairseq_ctx.context.hub import Example
 
     flat, owner = [], []
@@ -29,7 +27,7 @@ def score_candidates(translator, examples: Sequence[ContrastiveExample], batch_s
             owner.append(number)
     scores: List[List[float]] = [[] for _ in examples]
     starts = range(0, len(flat), batch_size)
-    for start in tqdm(starts, desc="scoring", unit="batch", disable=not sys.stderr.isatty()):
+    for start in progress(starts, desc="contrastive", unit="batch"):
         positional_scores = translator.score_examples(flat[start:start + batch_size])
         for number, positional in zip(owner[start:start + batch_size], positional_scores):
             total = float(positional.double().sum())
