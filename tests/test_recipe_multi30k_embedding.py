@@ -124,3 +124,16 @@ def test_bad_data_stops_before_any_work(tmp_path):
     with pytest.raises(SystemExit, match=r"files missing in --data .*: train.lc.norm.tok.fr; give the data/task1/tok"):
         recipe.main(["--data", str(data), "--work", str(work), "--size", "tiny"])
     assert not work.exists()
+
+
+@pytest.mark.parametrize("size", ["small", "thesis"])
+def test_every_model_of_every_size_parses_as_fairseq_train_arguments(recipe_run, size):
+    from fairseq import options
+
+    recipe, root, _, _ = recipe_run
+    for name in MODELS:
+        args = recipe.train_args(name, str(root / "work" / "data-bin"), str(root / "unused"), size, 2400, 1)
+        parsed = options.parse_args_and_arch(options.get_training_parser(), input_args=args)
+        assert parsed.max_update == 2400 and parsed.lang_pairs == "fr-en,fr-de,cs-en,cs-de,en-de,de-en"
+        assert parsed.encoder_embed_dim == {"small": 128, "thesis": 320 if name == "laser" else 1024}[size]
+    assert parsed.encoder_layers == {"small": 1, "thesis": 5}[size]  # the LASER BiLSTM, last in MODELS
