@@ -108,6 +108,14 @@ def main(argv=None) -> None:
     features = [n for n in args.feature_inputs.split(",") if n]
     langs = [n for n in args.extra_source_langs.split(",") if n]
     targets = [n for n in (args.shuffle.split(",") if args.shuffle else features + langs) if n]
+    import fairseq_ctx  # noqa: F401  (registers the task, allow-lists checkpoint classes)
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
+
+    try:
+        check_task(read_checkpoint(args.path, "fairseq-ctx-adversarial --path"), args.path,
+                   ["multimodal_translation"], "fairseq-ctx-adversarial --path")
+    except CheckpointError as error:
+        parser.error(str(error))
     rng = np.random.default_rng(args.seed)
     results = {"original": decode(args.data, args, extra)}
     for name in targets:

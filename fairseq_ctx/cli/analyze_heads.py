@@ -31,11 +31,11 @@ from fairseq_ctx.analysis.svcca import svcca
 logger = logging.getLogger("fairseq_ctx.analyze_heads")
 
 
-def load(path: str, data: str, task_overrides: Dict[str, object]):
+def load(path: str, data: str, task_overrides: Dict[str, object], option: str = "--path"):
     import fairseq_ctx  # noqa: F401  (registers our task/archs, allow-lists checkpoint classes)
     from fairseq_ctx.core.checkpoint_loading import load_ensemble
 
-    models, cfg, task = load_ensemble(path, None, "fairseq-ctx-analyze-heads --path", {"data": data, **task_overrides})
+    models, cfg, task = load_ensemble(path, None, f"fairseq-ctx-analyze-heads {option}", {"data": data, **task_overrides})
     model = models[0].float().eval()
     return model, task
 
@@ -155,7 +155,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     model, task = load(args.path, args.data, {})
     models, tags = [model], [args.tag]
     if args.compare_path:
-        models.append(load(args.compare_path, args.data, {})[0])
+        models.append(load(args.compare_path, args.data, {}, option="--compare-path")[0])
         tags.append(args.compare_tag)
     collected = collect(models, task, args.split, args.batch_size, args.max_positions)
     rows, report = [], {}

@@ -22,11 +22,18 @@ def is_weights_only_refusal(error: BaseException, path: str) -> bool:
             and zipfile.is_zipfile(path))
 
 
+def first_sentence(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0].split(". ")[0][:200] if text else "no detail"
+
+
 def unreadable(path: str, purpose: str, error: BaseException) -> str:
-    reason = str(error).splitlines()[0] if str(error) else "no detail"
-    if "Weights only load failed" in reason:  # torch's wording for bytes that are no torch file
-        reason = "not a torch checkpoint archive"
     size = os.path.getsize(path) if os.path.exists(path) else 0
+    reason = first_sentence(error)
+    if size == 0:
+        reason = "the file is empty"
+    elif "Weights only load failed" in reason:  # torch's wording for bytes that are no torch file
+        reason = "not a torch checkpoint archive"
     return (f"{purpose}: cannot read checkpoint {path} ({size} bytes; {type(error).__name__}: {reason[:200]}). "
             f"The file is truncated or corrupt (copied incompletely, or still being written by fairseq-train); "
             f"use another checkpoint of the run (checkpoint_last.pt, checkpoint_best.pt) or copy the file again")
@@ -48,7 +55,7 @@ def load_state(path: str, purpose: str, arg_overrides: Optional[Dict] = None, lo
             raise
         if isinstance(error, KeyError) and zipfile.is_zipfile(path):
             raise CheckpointError(not_fairseq(path, purpose, f"fairseq found no {error} entry")) from error
-        raise CheckpointError(unreadable(path, purpose, error)) from error
+        raise CheckpointError(unreadable(path, purpose, error)) from None  # not torch's advice on weights_only
 
 
 def damage(path: str) -> Optional[str]:
@@ -61,7 +68,7 @@ def damage(path: str) -> Optional[str]:
         try:
             fairseq_load_checkpoint_to_cpu()(path)
         except Exception as error:
-            return f"{type(error).__name__}: {(str(error).splitlines() or ['no detail'])[0][:200]}"
+            return f"{type(error).__name__}: {first_sentence(error)}"
         return None
     try:
         with zipfile.ZipFile(path) as archive:
