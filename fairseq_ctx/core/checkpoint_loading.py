@@ -22,19 +22,21 @@ def is_weights_only_refusal(error: BaseException, path: str) -> bool:
             and zipfile.is_zipfile(path))
 
 
-def first_sentence(error: BaseException) -> str:
+def describe(error: BaseException, path: str) -> str:
+    """``Type: first sentence`` of a load error; torch's weights-only wording (and its advice)
+    for bytes that are no torch archive is replaced by what it means."""
     text = str(error).strip()
-    return text.splitlines()[0].split(". ")[0][:200] if text else "no detail"
+    reason = text.splitlines()[0].split(". ")[0][:200] if text else "no detail"
+    if os.path.exists(path) and os.path.getsize(path) == 0:
+        reason = "the file is empty"
+    elif "Weights only load failed" in reason:
+        reason = "not a torch checkpoint archive"
+    return f"{type(error).__name__}: {reason}"
 
 
 def unreadable(path: str, purpose: str, error: BaseException) -> str:
     size = os.path.getsize(path) if os.path.exists(path) else 0
-    reason = first_sentence(error)
-    if size == 0:
-        reason = "the file is empty"
-    elif "Weights only load failed" in reason:  # torch's wording for bytes that are no torch file
-        reason = "not a torch checkpoint archive"
-    return (f"{purpose}: cannot read checkpoint {path} ({size} bytes; {type(error).__name__}: {reason[:200]}). "
+    return (f"{purpose}: cannot read checkpoint {path} ({size} bytes; {describe(error, path)}). "
             f"The file is truncated or corrupt (copied incompletely, or still being written by fairseq-train); "
             f"use another checkpoint of the run (checkpoint_last.pt, checkpoint_best.pt) or copy the file again")
 
@@ -68,7 +70,7 @@ def damage(path: str) -> Optional[str]:
         try:
             fairseq_load_checkpoint_to_cpu()(path)
         except Exception as error:
-            return f"{type(error).__name__}: {first_sentence(error)}"
+            return describe(error, path)
         return None
     try:
         with zipfile.ZipFile(path) as archive:

@@ -21,6 +21,7 @@ import re
 from typing import Iterator, Optional
 
 from fairseq import checkpoint_utils
+from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
 from fairseq_ctx.core import atomic_checkpoint
@@ -66,6 +67,11 @@ def _load_model_ensemble_and_task(original, filenames, *args, **kwargs):
 def _load_checkpoint(original, cfg, trainer, **passthrough_args):
     suffix = trainer.checkpoint_suffix
     last = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+    restore = cfg.restore_file.replace(".pt", f"{suffix}.pt") if suffix else cfg.restore_file
+    if cfg.restore_file != DEFAULT_RESTORE_FILE and not PathManager.isfile(restore):
+        raise CheckpointError(
+            f"fairseq-train --restore-file: checkpoint {restore} does not exist (fairseq would silently train "
+            f"from scratch); pass an existing checkpoint, or leave --restore-file out to resume from {last}")
     problem = damage(last) if cfg.restore_file == DEFAULT_RESTORE_FILE and os.path.isfile(last) else None
     if problem is None:
         with loading_for("fairseq-train --restore-file"):
