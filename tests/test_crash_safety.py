@@ -8,6 +8,7 @@ The killed runs are fairseq-train's own ``cli_main`` in a child process in which
 pump is slowed down once (``shutil.copyfileobj`` for the copy, ``torch.save`` for the write:
 half the bytes, then a marker file and a long sleep); everything else is the production path."""
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -125,28 +126,28 @@ def test_kill_during_the_first_copy_leaves_no_checkpoint_last(tiny_data, tmp_pat
 
 
 def test_damaged_checkpoint_last_resumes_from_the_newest_complete_checkpoint(tiny_data, tmp_path):
-    """checkpoint_last.pt cut in half (what a kill during a plain copy leaves): the resume names
-    it, falls back to checkpoint_1_4.pt and continues exactly like an uninterrupted run."""
-    interrupted, whole = tmp_path / "interrupted", tmp_path / "whole"
-    reference_run = start(fairseq_train(train_args(tiny_data, whole, 7)))
-    finish(start(fairseq_train(train_args(tiny_data, interrupted, 5))))
-    last = interrupted / "checkpoint_last.pt"
+    """checkpoint_last.pt cut in half (what a kill during a plain copy leaves) and an empty
+    checkpoint_1_5.pt: the resume names checkpoint_last.pt, falls back to checkpoint_1_4.pt and
+    trains update 5 again exactly as the first run did."""
+    save_dir = tmp_path / "run"
+    first = per_update(finish(start(fairseq_train(train_args(tiny_data, save_dir, 5)))))
+    last = save_dir / "checkpoint_last.pt"
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
-    (interrupted / "checkpoint_1_5.pt").write_bytes(b"")
-    log = finish(start(fairseq_train(train_args(tiny_data, interrupted, 7))))
-    assert f"CANNOT READ {last}" in log and f"RESUMING FROM {interrupted / 'checkpoint_1_4.pt'}" in log
+    (save_dir / "checkpoint_1_5.pt").write_bytes(b"")
+    log = finish(start(fairseq_train(train_args(tiny_data, save_dir, 6))))
+    assert f"CANNOT READ {last} (" in log and f"RESUMING FROM {save_dir / 'checkpoint_1_4.pt'}" in log
     assert "Loaded checkpoint" in log and "@ 4 updates" in log
-    resumed, reference = per_update(log), per_update(finish(reference_run))
-    assert sorted(resumed) == [5, 6, 7]
-    for update, loss in resumed.items():
-        assert loss == pytest.approx(reference[update], abs=2e-3), (update, resumed, reference)
+    resumed = per_update(log)
+    assert sorted(resumed) == [5, 6]
+    assert resumed[5] == pytest.approx(first[5], abs=2e-3) and first[5] != first[4]
+    assert updates_in(last) == 6
 
 
 def test_damaged_checkpoint_last_without_another_checkpoint_stops_naming_it(tiny_data, tmp_path):
     save_dir = tmp_path / "run"
     save_dir.mkdir()
     last = save_dir / "checkpoint_last.pt"
-    last.write_bytes(os.urandom(4096))
+    last.write_bytes(random.Random(0).randbytes(4096))
     result = subprocess.run(fairseq_train(train_args(tiny_data, save_dir, 2)), capture_output=True, text=True)
     assert result.returncode != 0
     assert (f"CheckpointError: fairseq-train: cannot resume from {last} (UnpicklingError: not a torch checkpoint "

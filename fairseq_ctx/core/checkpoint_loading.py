@@ -49,7 +49,8 @@ def fairseq_load_checkpoint_to_cpu():
 
 def load_state(path: str, purpose: str, arg_overrides: Optional[Dict] = None, load_on_all_ranks: bool = False) -> Dict:
     """fairseq's ``load_checkpoint_to_cpu``; a damaged file raises :class:`CheckpointError`
-    naming it. torch's refusal of a pickle that would run code is passed on unchanged."""
+    naming it (without the chained torch error, whose text may advise switching weights-only loading
+    off). torch's refusal of a pickle that would run code is passed on unchanged."""
     try:
         return fairseq_load_checkpoint_to_cpu()(path, arg_overrides, load_on_all_ranks)
     except Exception as error:  # torch/pickle/zip raise many types for a damaged file
@@ -57,7 +58,7 @@ def load_state(path: str, purpose: str, arg_overrides: Optional[Dict] = None, lo
             raise
         if isinstance(error, KeyError) and zipfile.is_zipfile(path):
             raise CheckpointError(not_fairseq(path, purpose, f"fairseq found no {error} entry")) from error
-        raise CheckpointError(unreadable(path, purpose, error)) from None  # not torch's advice on weights_only
+        raise CheckpointError(unreadable(path, purpose, error)) from None
 
 
 def damage(path: str) -> Optional[str]:
@@ -114,10 +115,21 @@ def check_task(state: Dict, path: str, tasks: Sequence[str], purpose: str) -> No
         )
 
 
-def check_data_directory(state: Dict, path: str, purpose: str, arg_overrides: Optional[Dict]) -> None:
-    """Without a ``data`` override the task reads its dictionaries from the data directory the
-    checkpoint records: absolute for checkpoints trained with our tasks (see
-    ``core.resumable_task``), possibly relative (to a directory not recorded) for older ones."""
+def recorded_data_directory(state: Dict) -> Optional[str]:
+    """The absolute data directory our tasks record when training starts (``core.resumable_task``)."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    task, _ = task_and_arch(state)
+    task_class = TASK_REGISTRY.get(task)
+    recorded = (state.get("extra_state") or {}).get(task_class.__name__ if task_class else "", {})
+    return recorded.get("data") if isinstance(recorded, dict) else None
+
+
+def resolve_data_directory(state: Dict, path: str, purpose: str, arg_overrides: Optional[Dict]) -> None:
+    """Without a ``data`` override the task reads its dictionaries from the ``--data`` stored in the
+    checkpoint, which fairseq keeps as given (possibly relative to where training ran). When
+    that is not a directory from here, use the absolute one the task recorded, else stop with
+    an error saying to pass --data."""
     if arg_overrides and arg_overrides.get("data"):
         return
     cfg = state.get("cfg")
@@ -125,13 +137,20 @@ def check_data_directory(state: Dict, path: str, purpose: str, arg_overrides: Op
     missing = [d for d in (data or "").split(os.pathsep) if d and not os.path.isdir(d)]
     if not missing:
         return
-    if not os.path.isabs(missing[0]):
+    recorded = recorded_data_directory(state)
+    if recorded and all(os.path.isdir(d) for d in recorded.split(os.pathsep) if d):
+        if cfg is not None:
+            cfg.task.data = recorded
+        else:
+            state["args"].data = recorded
+        return
+    if recorded:
         raise CheckpointError(
-            f"{purpose}: checkpoint {path} was trained with the relative data directory '{missing[0]}', which is not "
-            f"a directory under the current one ({os.getcwd()}), and the checkpoint does not record where "
-            f"fairseq-train ran; pass --data DIR (the data directory with the dictionaries)")
+            f"{purpose}: the data directory {recorded} recorded in checkpoint {path} does not exist; pass --data DIR "
+            f"(the data directory with the dictionaries)")
     raise CheckpointError(
-        f"{purpose}: the data directory {missing[0]} recorded in checkpoint {path} does not exist; pass --data DIR "
+        f"{purpose}: checkpoint {path} was trained with the data directory '{missing[0]}', which is not a directory "
+        f"from here ({os.getcwd()}), and the checkpoint does not record where fairseq-train ran; pass --data DIR "
         f"(the data directory with the dictionaries)")
 
 
@@ -141,5 +160,5 @@ def load_ensemble(path: str, tasks: Optional[Sequence[str]], purpose: str, arg_o
     state = read_checkpoint(path, purpose, arg_overrides)
     if tasks is not None:
         check_task(state, path, tasks, purpose)
-    check_data_directory(state, path, purpose, arg_overrides)
+    resolve_data_directory(state, path, purpose, arg_overrides)
     return checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=arg_overrides, state=state)

@@ -13,15 +13,16 @@ did. Iterators that fairseq rebuilds every epoch (``has_sharded_data``, e.g. mul
 re-sampling) are made with their own epoch in both runs and need nothing.
 
 Data directory. fairseq stores ``--data`` as given; a relative one breaks every tool run from
-another directory. The task makes it absolute (against the directory training runs in) before
-fairseq saves it in the checkpoint's cfg.
+another directory, and fairseq records no working directory. The task records the absolute data
+directory (resolved when training starts) through fairseq's task hook ``get_checkpoint_dict``, in
+``extra_state[<task class name>]["data"]``; ``core.checkpoint_loading`` uses it.
 """
 import inspect
 import os
+from typing import Dict, Optional
 
 from fairseq.file_io import PathManager
 from fairseq.tasks import FairseqTask
-from omegaconf import DictConfig, open_dict
 
 _BATCH_ITERATOR_SIGNATURE = inspect.signature(FairseqTask.get_batch_iterator)
 
@@ -38,13 +39,11 @@ class ResumableTask:
     """Mixin placed before fairseq's task class: ``class MyTask(ResumableTask, TranslationTask)``."""
 
     def __init__(self, cfg, *args, **kwargs):
-        if getattr(cfg, "data", None):
-            if isinstance(cfg, DictConfig):
-                with open_dict(cfg):
-                    cfg.data = absolute_data_path(cfg.data)
-            else:
-                cfg.data = absolute_data_path(cfg.data)
         super().__init__(cfg, *args, **kwargs)
+        self.absolute_data = absolute_data_path(cfg.data) if getattr(cfg, "data", None) else None
+
+    def get_checkpoint_dict(self) -> Dict[str, Dict[str, Optional[str]]]:
+        return {type(self).__name__: {"data": self.absolute_data}}
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         call = _BATCH_ITERATOR_SIGNATURE.bind(self, dataset, *args, **kwargs)
