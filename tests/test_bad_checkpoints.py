@@ -223,3 +223,10 @@ def test_checkpoint_trained_with_a_relative_data_path_loads_from_another_directo
             f"fairseq-train ran; pass --data DIR (the data directory with the dictionaries)")):
         hub.load(str(old))
     assert len(hub.load(str(old), data=str(tiny_data)).task.source_dictionary) > 10
+
+    state["extra_state"]["ContextTranslationTask"] = {"data": str(tmp_path / "moved")}
+    torch.save(state, old)
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"fairseq_ctx.context.hub.load: the data directory {tmp_path / 'moved'} recorded in checkpoint {old} does "
+            f"not exist; pass --data DIR (the data directory with the dictionaries)")):
+        hub.load(str(old))
