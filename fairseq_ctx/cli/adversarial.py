@@ -42,13 +42,17 @@ def main(argv=None) -> None:
     args, extra = parser.parse_known_args(argv)
     resolve_checkpoint_args(parser, args, data_required=True)
     logger = configure_tool_logging("adversarial")
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
     from fairseq_ctx.core.tool_loading import resolve_checkpoint
     from fairseq_ctx.multisource.adversarial import DecodeOptions, adversarial_evaluation
 
     try:
         checkpoint = resolve_checkpoint(args.checkpoint, args.checkpoint_file)
+        check_task(read_checkpoint(checkpoint, TOOL), checkpoint, ["multimodal_translation"], TOOL)
     except FileNotFoundError as err:
         sys.exit(f"{TOOL}: {err}")
+    except CheckpointError as err:
+        sys.exit(str(err))
     options = DecodeOptions(checkpoint, args.user_dir, args.gen_subset, args.feature_inputs, args.extra_source_langs,
                             args.extra_source_dict, args.source_lang, args.target_lang, args.beam, args.batch_size,
                             args.cpu, extra)

@@ -14,6 +14,7 @@ from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 from fairseq_ctx.core.model_family import check_model_family
+from fairseq_ctx.core.resumable_task import ResumableTask
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class ContextTranslationConfig(TranslationConfig):
 
 
 @register_task("context_translation", dataclass=ContextTranslationConfig)
-class ContextTranslationTask(TranslationTask):
+class ContextTranslationTask(ResumableTask, TranslationTask):
     """Document-level translation (SPEC §1). Data = a fairseq-preprocess directory plus
     ``{split}.docids`` (one document id per source line) in the same directory."""
 

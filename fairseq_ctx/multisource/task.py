@@ -14,6 +14,7 @@ from fairseq_ctx.multisource.data.feature_file import FeatureFile, FeatureInputE
 from fairseq_ctx.multisource.data.multimodal_dataset import MultimodalTranslationDataset
 from fairseq_ctx.multisource.aux_input_spec import AuxInput, format_spec, parse_spec
 from fairseq_ctx.core.model_family import check_model_family
+from fairseq_ctx.core.resumable_task import ResumableTask
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def _names(value: str) -> List[str]:
 
 
 @register_task("multimodal_translation", dataclass=MultimodalTranslationConfig)
-class MultimodalTranslationTask(TranslationTask):
+class MultimodalTranslationTask(ResumableTask, TranslationTask):
     """Translation whose batches carry ``net_input["aux_inputs"]`` (SPEC §4). Validates every
     auxiliary file against the text data and the model before training/decoding starts."""
 
