@@ -27,6 +27,8 @@ import torch
 from fairseq_ctx.analysis.attention_heads import HeadTap, module_kind
 from fairseq_ctx.analysis.cka import cka, mean_off_diagonal, pairwise_linear_cka
 from fairseq_ctx.analysis.svcca import svcca
+from fairseq_ctx.cli.tool_args import refuse_overwriting
+from fairseq_ctx.core.output_paths import data_files
 
 logger = logging.getLogger("fairseq_ctx.analyze_heads")
 
@@ -144,6 +146,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--tag", default="model", help="name of --path in tables and file names")
     parser.add_argument("--compare-tag", default="other", help="name of --compare-path")
     args = parser.parse_args(argv)
+    outputs = ["heads.csv", "heads.json", f"heads_{args.tag}.png"]
+    if args.compare_path:
+        outputs += ["layers.csv", "layers.json", f"heads_{args.compare_tag}.png",
+                    *(f"layers_{kind}.png" for kind in ("encoder_self", "decoder_self", "encoder_decoder"))]
+    refuse_overwriting(parser, {"--output-dir": [os.path.join(args.output_dir, name) for name in outputs]}, {
+        "--path": args.path, "--compare-path": args.compare_path, "data": data_files(args.data, ["dict.", f"{args.split}."])})
     if args.max_positions < 2 or args.batch_size < 1:
         parser.error("--max-positions must be >= 2 and --batch-size >= 1")
     return args

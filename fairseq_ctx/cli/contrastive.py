@@ -28,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.cli.tool_args import add_model_args, load_translator, model_inputs, refuse_overwriting
 
 
 class ContrastiveInputError(ValueError):
@@ -123,6 +123,9 @@ def main(argv=None) -> None:
     parser.add_argument("--length-normalize", action="store_true", help="compare mean instead of summed log-probs")
     parser.add_argument("--json", help="also write accuracies and per-example scores to this JSON file")
     args = parser.parse_args(argv)
+    refuse_overwriting(parser, {"--json": args.json}, {
+        "--source": args.source, "--reference": args.reference, "--contrastive": args.contrastive,
+        "--context": args.context, "--categories": args.categories, **model_inputs(args)})
     try:
         examples = read_contrastive_set(args.source, args.reference, args.contrastive, args.context, args.categories)
     except (ContrastiveInputError, OSError) as err:

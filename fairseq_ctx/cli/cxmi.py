@@ -18,7 +18,7 @@ from typing import Dict, List
 import torch
 from fairseq import utils
 
-from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.cli.tool_args import add_model_args, load_translator, model_inputs, refuse_overwriting
 
 
 def mask_context(sample: Dict) -> Dict:
@@ -71,6 +71,8 @@ def main(argv=None) -> None:
     parser.add_argument("--per-sentence", help="write per-sentence values (TSV) to this file")
     parser.add_argument("--json", help="also write the corpus values to this JSON file")
     args = parser.parse_args(argv)
+    refuse_overwriting(parser, {"--per-sentence": args.per_sentence, "--json": args.json},
+                       model_inputs(args, args.gen_subset))
     result = cxmi(load_translator(args), args.gen_subset, args.batch_size)
     print(f"CXMI = {result['cxmi']:.4f} nats per sentence, {result['cxmi_per_token']:.5f} per target token "
           f"({result['sentences']} sentences)")

@@ -14,13 +14,20 @@ import numpy as np
 import torch
 from torch import nn
 
+from fairseq_ctx.cli.tool_args import refuse_overwriting
+from fairseq_ctx.core.output_paths import data_files
+from fairseq_ctx.core.text_input import read_utf8_lines
+
 
 def load_split(directory: str, split: str, lang: str) -> Tuple[np.ndarray, List[str]]:
     embeddings = np.load(os.path.join(directory, f"{split}.{lang}.npy"))
     own, shared = os.path.join(directory, f"{split}.{lang}.labels"), os.path.join(directory, f"{split}.labels")
     path = own if os.path.exists(own) else shared
-    with open(path, encoding="utf-8") as handle:
-        labels = [line.strip() for line in handle]
+    labels = [line.strip() for line in read_utf8_lines(path)]
+    blank = next((number for number, label in enumerate(labels, start=1) if not label), None)
+    if blank is not None:
+        raise ValueError(f"doc-classify: {path}:{blank} is blank; every line needs the class label of its "
+                         f"document (a blank label would become a class of its own)")
     if len(labels) != len(embeddings):
         raise ValueError(f"doc-classify: {path} has {len(labels)} labels but {split}.{lang}.npy has "
                          f"{len(embeddings)} rows; they must be aligned line by line")
@@ -89,6 +96,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the matrix and summary here")
     args = parser.parse_args(argv)
+    refuse_overwriting(parser, {"--json": args.json},
+                       {"--embeddings": data_files(args.embeddings, [f"{args.train_split}.", f"{args.test_split}."])})
     langs = [l for l in args.langs.split(",") if l]
     try:
         train = {l: load_split(args.embeddings, args.train_split, l) for l in langs}

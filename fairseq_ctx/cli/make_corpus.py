@@ -1,6 +1,7 @@
 """``fairseq-ctx-make-corpus``: write the generated document-level demo corpus."""
 import argparse
 
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
 from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
 
 
@@ -11,7 +12,9 @@ def main(argv=None) -> None:
     parser.add_argument("--train-docs", type=int, default=CorpusSizes.train)
     parser.add_argument("--valid-docs", type=int, default=CorpusSizes.valid)
     parser.add_argument("--test-docs", type=int, default=CorpusSizes.test)
+    add_overwrite_arg(parser)
     args = parser.parse_args(argv)
+    refuse_non_empty_dir(parser, args.out_dir, args.overwrite)
     counts = write_corpus(args.out_dir, CorpusSizes(args.train_docs, args.valid_docs, args.test_docs), seed=args.seed)
     print(" ".join(f"{split}={n} sentences" for split, n in counts.items()) + f" written to {args.out_dir}")
 

@@ -10,6 +10,8 @@ from typing import List, Optional
 
 import numpy as np
 
+from fairseq_ctx.cli.tool_args import refuse_overwriting
+
 logger = logging.getLogger(__name__)
 
 MARKERS = "os^vD<>P*X"
@@ -71,13 +73,13 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--title", default="")
     args = parser.parse_args(argv)
-    groups, arrays = [], []
     for item in args.input:
         if "=" not in item:
             parser.error(f"--input expects NAME=FILE.npy, got '{item}'")
-        name, path = item.split("=", 1)
-        groups.append(name)
-        arrays.append(np.load(path)[: args.max_points])
+    named = [item.split("=", 1) for item in args.input]
+    refuse_overwriting(parser, {"--output": args.output}, {"--input": [path for _, path in named], "--labels": args.labels})
+    groups = [name for name, _ in named]
+    arrays = [np.load(path)[: args.max_points] for _, path in named]
     labels = None
     if args.labels:
         with open(args.labels, encoding="utf-8") as handle:

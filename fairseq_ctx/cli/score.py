@@ -11,6 +11,8 @@ from typing import Dict, List, Tuple
 
 import sacrebleu
 
+from fairseq_ctx.cli.tool_args import refuse_overwriting
+
 
 def read_generate_output(path: str) -> Tuple[Dict[int, str], Dict[int, str]]:
     """Best hypothesis (first H line) and reference (T line) per sentence id."""
@@ -63,6 +65,8 @@ def main(argv=None) -> None:
     parser.add_argument("--context-key", required=True, help="answer key, one line per test sentence")
     parser.add_argument("--json", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
+    refuse_overwriting(parser, {"--json": args.json},
+                       {"generate_output": args.generate_output, "--context-key": args.context_key})
     try:
         result = score(args.generate_output, args.context_key)
     except ValueError as err:

@@ -16,6 +16,7 @@ from typing import Dict, List
 import sacrebleu
 
 from fairseq_ctx.cli.score import read_generate_output
+from fairseq_ctx.cli.tool_args import refuse_overwriting
 
 
 def read_ids(path: str, known: Dict[int, str]) -> List[int]:
@@ -54,6 +55,8 @@ def main(argv=None) -> None:
     parser.add_argument("--unhelpful", required=True, help="ids of sentences whose context does not help")
     parser.add_argument("--json", help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
+    refuse_overwriting(parser, {"--json": args.json}, {
+        "generate_output": args.generate_output, "--helpful": args.helpful, "--unhelpful": args.unhelpful})
     try:
         result = subset_bleu(args.generate_output, args.helpful, args.unhelpful)
     except (ValueError, OSError) as err:

@@ -10,6 +10,8 @@ import json
 
 import numpy as np
 
+from fairseq_ctx.cli.tool_args import refuse_overwriting
+
 BLOCK = 2048
 
 
@@ -60,6 +62,7 @@ def main(argv=None) -> None:
     parser.add_argument("--k", type=int, default=4, help="neighbours for the margin score (LASER: 4)")
     parser.add_argument("--json", help="also write the errors here")
     args = parser.parse_args(argv)
+    refuse_overwriting(parser, {"--json": args.json}, {"src": args.src, "tgt": args.tgt})
     src, tgt = np.load(args.src, mmap_mode="r"), np.load(args.tgt, mmap_mode="r")
     try:
         result = xsim(np.asarray(src), np.asarray(tgt), args.k)
