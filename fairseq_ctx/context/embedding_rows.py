@@ -7,7 +7,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 from fairseq import utils
-from fairseq.data import Dictionary
+from fairseq.data import Dictionary, data_utils
 
 from fairseq_ctx.core.checkpoint_loading import CheckpointError, task_and_arch
 
@@ -29,12 +29,18 @@ def _task_setting(state: Dict, key: str, default=None):
     return getattr(state["args"], key, default)
 
 
-def checkpoint_dictionaries(state: Dict, path: str, purpose: str) -> Tuple[Dict[str, Dictionary], Dict[str, str]]:
+def checkpoint_dictionaries(state: Dict, path: str, purpose: str,
+                            languages: Tuple[str, str]) -> Tuple[Dict[str, Dictionary], Dict[str, str]]:
     """The source and target dictionaries the checkpoint's model was built with (the task's
     context-begin symbol added for a context_translation checkpoint), and the files they came from.
-    Looked up next to the checkpoint first, then in the data directory recorded in it."""
+    Looked up next to the checkpoint first, then in the data directory recorded in it. The language
+    pair is the checkpoint's, inferred from its data directory when not recorded, else ``languages``."""
     src, tgt = _task_setting(state, "source_lang"), _task_setting(state, "target_lang")
     data = _task_setting(state, "data") or ""
+    if (src is None or tgt is None) and data and os.path.isdir(utils.split_paths(data)[0]):
+        src, tgt = data_utils.infer_language_pair(utils.split_paths(data)[0])
+    if src is None or tgt is None:
+        src, tgt = languages
     candidates = [os.path.dirname(os.path.abspath(path))] + ([utils.split_paths(data)[0]] if data else [])
     for directory in candidates:
         files = {"source": os.path.join(directory, f"dict.{src}.txt"), "target": os.path.join(directory, f"dict.{tgt}.txt")}

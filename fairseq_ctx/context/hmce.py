@@ -1,6 +1,6 @@
 """Architectures ``hce`` and ``hmce``: Transformer with a hierarchical (memory) context encoder."""
 import logging
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from fairseq.models import register_model, register_model_architecture
@@ -91,7 +91,7 @@ class HierarchicalContextTransformer(ContextTransformerModel):
             memory_attention=args.memory_attention,
         )
 
-    def load_sentence_checkpoint(self, path: str) -> None:
+    def load_sentence_checkpoint(self, path: str, languages: Tuple[str, str]) -> None:
         """Copy every tensor of a sentence-level checkpoint whose name exists here.
 
         Embedding and output-projection rows are copied by symbol through the checkpoint's own
@@ -101,14 +101,15 @@ class HierarchicalContextTransformer(ContextTransformerModel):
         half of this model's symbols is refused. What was (partially) loaded and what stayed new
         is logged, with the row counts. A file that cannot be read, or a checkpoint whose shared
         tensors have other shapes (another model size or family), is a :class:`CheckpointError`
-        naming the file and the fix.
+        naming the file and the fix. ``languages``: this model's (source, target) pair, the
+        checkpoint's when it recorded none.
         """
         purpose = "--pretrained-sentence-checkpoint"
         checkpoint = read_checkpoint(path, purpose)
         check_task(checkpoint, path, SENTENCE_TASKS, purpose)
         state = checkpoint["model"]
         own = self.state_dict()
-        old_dicts, old_files = checkpoint_dictionaries(checkpoint, path, purpose)
+        old_dicts, old_files = checkpoint_dictionaries(checkpoint, path, purpose, languages)
         new_dicts = {"source": self.encoder.dictionary, "target": self.decoder.dictionary}
         embeddings = {name: side for name in state if name in own and (side := embedding_side(name))}
         for name, side in embeddings.items():
