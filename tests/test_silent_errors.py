@@ -14,7 +14,7 @@ from fairseq.data import Dictionary
 from fairseq_cli import train
 
 from conftest import TINY_MODEL, USER_DIR, build, build_multimodal, run_fairseq_cli
-from fairseq_ctx.cli import doc_classify, translate_doc
+from fairseq_ctx.cli import doc_classify, prepare_docs, translate_doc
 from fairseq_ctx.context.data.docids import DocumentIdError, read_docids
 from fairseq_ctx.context.embedding_rows import MIN_OVERLAP
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
@@ -106,6 +106,25 @@ def test_sentence_checkpoint_of_a_mostly_other_dictionary_is_refused(tiny_data, 
         f"({100 * overlap / size:.1f}%) of this model's symbols are in both (at least {100 * MIN_OVERLAP:.0f}% needed). "
         f"Train the sentence-level model on the same binarized data, or binarize this data with its dictionaries "
         f"(fairseq-preprocess --srcdict --tgtdict)")
+
+
+def test_sentence_checkpoint_without_its_dictionaries_is_refused(tiny_data, sentence_checkpoint, tmp_path):
+    state = torch.load(sentence_checkpoint, weights_only=True)
+    state["cfg"]["task"]["data"] = str(tmp_path / "gone")
+    path = tmp_path / "moved.pt"
+    torch.save(state, path)
+    with pytest.raises(CheckpointError) as error:
+        build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(path)])
+    assert str(error.value) == (
+        f"--pretrained-sentence-checkpoint: cannot find the dictionaries of {path} (dict.en.txt and dict.de.txt, "
+        f"looked in {tmp_path} and {tmp_path / 'gone'}); its embedding rows are copied by symbol, so copy the "
+        f"dict.*.txt files of the data it was trained on next to the checkpoint")
+    (tmp_path / "dict.en.txt").write_text("a 1\n")
+    (tmp_path / "dict.de.txt").write_text("a 1\n")
+    rows = state["model"]["encoder.embed_tokens.weight"].size(0)
+    with pytest.raises(CheckpointError, match=rf"moved\.pt has {rows} source embedding rows but its dictionary "
+                                              rf".*dict\.en\.txt gives only 6 symbols; put the dict\.\*\.txt"):
+        build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(path)])
 
 
 def test_feature_files_of_another_shape_in_valid_are_an_error_naming_both(multimodal_data, tmp_path):
@@ -204,6 +223,17 @@ def test_translate_doc_input_that_is_not_utf8_is_refused_before_loading(tmp_path
     assert stop.value.code == 2
     assert capsys.readouterr().err.startswith(
         f"fairseq-ctx-translate-doc: error: {text}:4: not valid UTF-8 (byte 0xe9 at byte offset 42")
+
+
+def test_prepare_docs_input_that_is_not_utf8_names_file_and_line(tmp_path):
+    (tmp_path / "docs.en").write_bytes(b"one .\n\ntw\xf6 .\n")
+    (tmp_path / "docs.de").write_bytes(b"eins .\n\nzwei .\n")
+    with pytest.raises(SystemExit) as stop:
+        prepare_docs.main(["--src-docs", str(tmp_path / "docs.en"), "--tgt-docs", str(tmp_path / "docs.de"),
+                           "--out-prefix", str(tmp_path / "out/train"), "--src-lang", "en", "--tgt-lang", "de"])
+    assert str(stop.value).startswith(f"fairseq-ctx-prepare-docs: {tmp_path / 'docs.en'}:3: not valid UTF-8 (byte 0xf6 "
+                                      f"at byte offset 9 of the file, byte 3 of the line)")
+    assert not (tmp_path / "out").exists()
 
 
 def test_utf8_lines_streams_until_the_bad_line():
