@@ -27,7 +27,7 @@ from fairseq_ctx.cli import (
     subset_bleu,
     xsim,
 )
-from fairseq_ctx.core.output_paths import OutputPathError, check_output_dir, check_outputs, same_file
+from fairseq_ctx.core.output_paths import OutputPathError, check_output_dir, check_outputs, same_file, split_files
 
 
 def refused(main, argv, capsys) -> str:
@@ -64,6 +64,15 @@ def test_check_outputs_names_both_options_and_paths(tmp_path):
     with pytest.raises(OutputPathError, match=r"--per-sentence .*out\.tsv and --json .*out\.tsv are the same file"):
         check_outputs({"--per-sentence": str(tmp_path / "out.tsv"), "--json": str(tmp_path / "out.tsv")}, {})
     check_outputs({"--json": str(tmp_path / "new.json")}, {"--source": str(source)})
+
+
+def test_split_files_are_what_a_task_reads_not_earlier_outputs(tmp_path):
+    names = ["dict.en.txt", "test.en-de.en.bin", "test.en-de.en.idx", "test.docids", "test.img.npy", "test.img.ids",
+             "train.en-de.en.bin", "test.json", "test.results.tsv", "notes.txt"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+    assert split_files(str(tmp_path), "test") == [str(tmp_path / n) for n in sorted(names[:6])]
+    assert split_files(str(tmp_path / "missing"), "test") == []
 
 
 def test_prepare_docs_refuses_an_out_prefix_equal_to_the_input_prefix(tmp_path, monkeypatch, capsys):

@@ -20,7 +20,7 @@ import sacrebleu
 
 from fairseq_ctx.cli.score import context_accuracy, read_generate_output
 from fairseq_ctx.cli.tool_args import refuse_overwriting
-from fairseq_ctx.core.output_paths import data_files
+from fairseq_ctx.core.output_paths import split_files
 from fairseq_ctx.multisource.data.feature_file import ids_path, open_features, feature_path
 
 
@@ -108,7 +108,7 @@ def main(argv=None) -> None:
     parser.add_argument("--json", help="also write the results to this file")
     args, extra = parser.parse_known_args(argv)
     refuse_overwriting(parser, {"--json": args.json}, {
-        "--path": args.path, "--key": args.key, "data": data_files(args.data, ["dict.", f"{args.gen_subset}."])})
+        "--path": args.path, "--key": args.key, "data": split_files(args.data, args.gen_subset)})
     features = [n for n in args.feature_inputs.split(",") if n]
     langs = [n for n in args.extra_source_langs.split(",") if n]
     targets = [n for n in (args.shuffle.split(",") if args.shuffle else features + langs) if n]

@@ -28,7 +28,7 @@ from fairseq_ctx.analysis.attention_heads import HeadTap, module_kind
 from fairseq_ctx.analysis.cka import cka, mean_off_diagonal, pairwise_linear_cka
 from fairseq_ctx.analysis.svcca import svcca
 from fairseq_ctx.cli.tool_args import refuse_overwriting
-from fairseq_ctx.core.output_paths import data_files
+from fairseq_ctx.core.output_paths import split_files
 
 logger = logging.getLogger("fairseq_ctx.analyze_heads")
 
@@ -151,7 +151,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         outputs += ["layers.csv", "layers.json", f"heads_{args.compare_tag}.png",
                     *(f"layers_{kind}.png" for kind in ("encoder_self", "decoder_self", "encoder_decoder"))]
     refuse_overwriting(parser, {"--output-dir": [os.path.join(args.output_dir, name) for name in outputs]}, {
-        "--path": args.path, "--compare-path": args.compare_path, "data": data_files(args.data, ["dict.", f"{args.split}."])})
+        "--path": args.path, "--compare-path": args.compare_path, "data": split_files(args.data, args.split)})
     if args.max_positions < 2 or args.batch_size < 1:
         parser.error("--max-positions must be >= 2 and --batch-size >= 1")
     return args

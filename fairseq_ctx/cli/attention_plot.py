@@ -18,7 +18,7 @@ import torch
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting
 from fairseq_ctx.core.checkpoint_loading import load_ensemble
-from fairseq_ctx.core.output_paths import data_files
+from fairseq_ctx.core.output_paths import split_files
 
 QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
             "serial": "context-vector norm share", "parallel": "context-vector norm share",
@@ -80,7 +80,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="attention", help="writes OUT.png and OUT.json")
     args = parser.parse_args(argv)
     refuse_overwriting(parser, {"--out (.png)": args.out + ".png", "--out (.json)": args.out + ".json"}, {
-        "--path": args.path, "data": data_files(args.data, ["dict.", f"{args.gen_subset}."])})
+        "--path": args.path, "data": split_files(args.data, args.gen_subset)})
     import fairseq_ctx  # noqa: F401  (registers the task and archs)
 
     overrides = {"data": args.data, "feature_inputs": args.feature_inputs, "extra_source_langs": args.extra_source_langs,

@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting
-from fairseq_ctx.core.output_paths import data_files
 from fairseq_ctx.core.text_input import read_utf8_lines
 
 
@@ -96,9 +95,10 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the matrix and summary here")
     args = parser.parse_args(argv)
-    refuse_overwriting(parser, {"--json": args.json},
-                       {"--embeddings": data_files(args.embeddings, [f"{args.train_split}.", f"{args.test_split}."])})
     langs = [l for l in args.langs.split(",") if l]
+    read = [name for split in (args.train_split, args.test_split)
+            for name in (f"{split}.labels", *(f"{split}.{l}.{ext}" for l in langs for ext in ("npy", "labels")))]
+    refuse_overwriting(parser, {"--json": args.json}, {"--embeddings": [os.path.join(args.embeddings, n) for n in read]})
     try:
         train = {l: load_split(args.embeddings, args.train_split, l) for l in langs}
         test = {l: load_split(args.embeddings, args.test_split, l) for l in langs}

@@ -15,7 +15,7 @@ from fairseq.data import data_utils
 import fairseq_ctx  # noqa: F401  (registers the task and archs)
 from fairseq_ctx.cli.tool_args import refuse_overwriting
 from fairseq_ctx.core.checkpoint_loading import load_ensemble
-from fairseq_ctx.core.output_paths import data_files
+from fairseq_ctx.core.output_paths import split_files
 
 
 def token_batches(lengths: List[int], max_tokens: int) -> Iterator[List[int]]:
@@ -118,7 +118,7 @@ def main(argv=None) -> None:
     parser.add_argument("--cuda", action="store_true", help="embed on the GPU when one is available")
     args = parser.parse_args(argv)
     refuse_overwriting(parser, {"--output": args.output}, {
-        "--input": args.input, "--path": args.path, "--spm": args.spm, "--data": data_files(args.data, ["dict."])})
+        "--input": args.input, "--path": args.path, "--spm": args.spm, "--data": split_files(args.data)})
     try:
         embedder = Embedder(args.path, args.lang, args.data, args.spm, args.max_doc_tokens, cpu=not args.cuda)
     except ValueError as err:

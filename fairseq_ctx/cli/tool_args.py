@@ -4,7 +4,7 @@ import argparse
 import os
 from typing import Dict, Mapping
 
-from fairseq_ctx.core.output_paths import OutputPathError, PathSpec, check_output_dir, check_outputs, data_files
+from fairseq_ctx.core.output_paths import OutputPathError, PathSpec, check_output_dir, check_outputs, split_files
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -23,9 +23,8 @@ def model_inputs(args: argparse.Namespace, *splits: str) -> Dict[str, PathSpec]:
     checkpoint = args.checkpoint
     if os.path.isdir(checkpoint):
         checkpoint = os.path.join(checkpoint, args.checkpoint_file)
-    prefixes = ["dict.", *(f"{split}." for split in splits)]
     directory = args.data or os.path.dirname(os.path.abspath(checkpoint))
-    return {"checkpoint": checkpoint, "--spm": args.spm, "--data": data_files(directory, prefixes)}
+    return {"checkpoint": checkpoint, "--spm": args.spm, "--data": split_files(directory, *splits)}
 
 
 def refuse_overwriting(parser: argparse.ArgumentParser, outputs: Mapping[str, PathSpec],

@@ -2,6 +2,7 @@
 file (``os.path.samefile``: symbolic links, hard links and relative spellings of one file are the
 same file), and the corpus generators refuse a directory that already holds files unless
 ``--overwrite`` is given. Checked right after argument parsing, before any model is loaded."""
+import fnmatch
 import os
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -49,13 +50,22 @@ def check_outputs(outputs: Mapping[str, PathSpec], inputs: Mapping[str, PathSpec
                 )
 
 
-def data_files(directory: Optional[str], prefixes: Iterable[str]) -> List[str]:
-    """The files of a data directory a tool reads: those whose names start with one of ``prefixes``
-    (e.g. ``test.`` and ``dict.``); an absent directory gives none."""
+def data_files(directory: Optional[str], patterns: Iterable[str]) -> List[str]:
+    """The files of a directory matching one of the shell ``patterns``; an absent directory gives none."""
     if not directory or not os.path.isdir(directory):
         return []
-    prefixes = tuple(prefixes)
-    return sorted(os.path.join(directory, name) for name in os.listdir(directory) if name.startswith(prefixes))
+    patterns = list(patterns)
+    return sorted(os.path.join(directory, name) for name in os.listdir(directory)
+                  if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns))
+
+
+def split_files(directory: Optional[str], *splits: str) -> List[str]:
+    """What a task reads from a data directory for ``splits``: the dictionaries and each split's
+    binarized text, document ids, feature files and their row maps."""
+    patterns = ["dict.*.txt"]
+    for split in splits:
+        patterns += [f"{split}.*.bin", f"{split}.*.idx", f"{split}.docids", f"{split}.*.npy", f"{split}.*.ids"]
+    return data_files(directory, patterns)
 
 
 def check_output_dir(directory: str, overwrite: bool) -> None:
