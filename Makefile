@@ -14,6 +14,9 @@ $(VENV)/.installed: setup.py
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -e ".[dev]"
+	# fairseq pulls in torchaudio, whose newest wheel may not load with the torch installed above
+	# (fairseq needs it only for speech tasks): keep it only when it imports.
+	$(BIN)/python -c "import torchaudio" 2>/dev/null || $(BIN)/python -m pip uninstall -y torchaudio
 	touch $@
 
 demo: setup

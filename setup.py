@@ -1,23 +1,40 @@
 """Installable fairseq plugin: context-aware, multi-source MT and document embeddings."""
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+VERSION = re.search(r'__version__ = "([^"]+)"', Path("fairseq_ctx/version.py").read_text(encoding="utf-8")).group(1)
 
 setup(
     name="fairseq-ctx",
-    version="0.1.0",
-    description="fairseq plugin: hierarchical context encoders (HCE/HMCE) and related models",
+    version=VERSION,
+    description="fairseq plugin: context-aware MT (HCE/HMCE), multi-source MT, multilingual "
+    "document embedding (T-MDE) and CKA tools",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.8",
+    author="the fairseq-ctx developers",
+    license="MIT",
+    license_files=["LICENSE"],
+    classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Science/Research",
+        "License :: OSI Approved :: MIT License",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+    python_requires=">=3.11",
     packages=find_packages(include=["fairseq_ctx", "fairseq_ctx.*"]),
     install_requires=[
-        "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
-        "fairseq>=0.12.2; python_version < '3.11'",
+        "fairseq-fixed==0.12.3.1",
         "torch>=1.13",
         "sentencepiece",
         "sacrebleu>=2",
         "numpy",
     ],
-    extras_require={"dev": ["pytest>=7", "matplotlib", "scikit-learn"], "plots": ["matplotlib", "scikit-learn"]},
+    extras_require={"dev": ["pytest>=7", "matplotlib", "scikit-learn", "faiss-cpu"], "plots": ["matplotlib", "scikit-learn"],
+                    "faiss": ["faiss-cpu"], "comet": ["unbabel-comet"]},
     entry_points={
         "console_scripts": [
             "fairseq-ctx-user-dir=fairseq_ctx.cli.user_dir:main",

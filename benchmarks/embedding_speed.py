@@ -36,7 +36,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
-from fairseq_ctx.cli.embed import Embedder, embed_file
+from fairseq_ctx.embedding.embedder import Embedder, embed_file
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
 from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 

@@ -3,7 +3,7 @@ corpora of the test suite, appending one row per arch to docs/gpu-checks.md (iss
 
 Needs a CUDA GPU (fairseq's --fp16 does not run on the CPU). The archs, their tasks, the tiny
 model sizes and the task options are those of the production-training matrix
-(tests/production_matrix.py), so an arch registered later is checked without editing this file.
+(fairseq_ctx/core/arch_matrix.py), so an arch registered later is checked without editing this file.
 
     python benchmarks/gpu_fp16_check.py [--updates 50] [--archs hmce,tmde] [--work DIR] [--doc docs/gpu-checks.md]
 """
@@ -18,14 +18,15 @@ from typing import Dict, List
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus
+from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
+from fairseq_ctx.core.arch_matrix import EMBEDDING_PAIRS, TASK_FIXTURES, per_update, plugin_archs, task_of, train_args
+from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
+from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus
+from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes
 
-from conftest import EMBEDDING_PAIRS, make_data_bin, make_multimodal_data_bin, tool  # noqa: E402
-from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
-from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes  # noqa: E402
-from production_matrix import TASK_FIXTURES, per_update, plugin_archs, task_of, train_args  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def generated_corpora(work: Path) -> Dict[str, Path]:
@@ -33,16 +34,17 @@ def generated_corpora(work: Path) -> Dict[str, Path]:
     raw = work / "multilingual" / "raw"
     write_multilingual_corpus(str(raw), MultilingualSizes(100, 10, 20), seed=3)
     return {
-        "tiny_data": make_data_bin(work / "context", CorpusSizes(train=40, valid=6, test=6)),
+        "tiny_data": binarize_context_corpus(work / "context", CorpusSizes(train=40, valid=6, test=6)),
         "multilingual_data": binarize_multilingual(raw, work / "multilingual" / "data-bin", EMBEDDING_PAIRS.split(","),
                                                    ["pa", "pb", "xa"]),
-        "multimodal_data": make_multimodal_data_bin(work / "multimodal"),
+        "multimodal_data": binarize_multimodal_corpus(
+            work / "multimodal", MultimodalCorpusSizes(train=240, valid=16, test=16, regions=3, feature_dim=8)),
     }
 
 
 def fp16_command(data: Path, task: str, arch: str, save_dir: Path, updates: int) -> List[str]:
     args = [a for a in train_args(data, task, arch, save_dir, updates) if a != "--cpu"]
-    return [tool("fairseq-train"), *args, "--fp16"]
+    return [str(Path(sys.executable).parent / "fairseq-train"), *args, "--fp16"]
 
 
 def append_row(doc: Path, gpu: str, arch: str, command: List[str], result: str) -> None:
@@ -68,7 +70,7 @@ def main() -> None:
     for arch in archs:
         task = task_of(arch)
         if task not in TASK_FIXTURES:
-            print(f"{arch}: task {task} has no fixture in tests/production_matrix.py; skipped")
+            print(f"{arch}: task {task} has no fixture in fairseq_ctx/core/arch_matrix.py; skipped")
             continue
         command = fp16_command(corpora[TASK_FIXTURES[task].data_fixture], task, arch, work / "checkpoints" / arch,
                                args.updates)

@@ -1,5 +1,5 @@
 """Per-update cost of each CKA-toolkit training term against the same model with the term off,
-measured in one run (SPEC §2–§3; issue 5 targets).
+measured in one run (Yun 2022 ch. 2; issue 5 targets).
 
 Usage: ``python benchmarks/regularizer_overhead.py [--clock cpu] [--threads 1] [--quick] [--json PATH]``
 
@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -34,9 +33,8 @@ import torch  # noqa: E402
 from fairseq import options, tasks  # noqa: E402
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import fairseq_ctx  # noqa: E402
-from conftest import make_data_bin  # noqa: E402
+from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus  # noqa: E402
 from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes  # noqa: E402
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
@@ -111,7 +109,7 @@ def main() -> None:
     torch.manual_seed(0)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        data_bin = make_data_bin(Path(tmp), CorpusSizes(train=60, valid=4, test=4))
+        data_bin = binarize_context_corpus(Path(tmp), CorpusSizes(train=60, valid=4, test=4))
         for term in args.terms.split(","):
             arch, on_args, target = COMPARISONS[term]
             setups = {"off": build(data_bin, arch, BASELINE), "on": build(data_bin, arch, on_args)}

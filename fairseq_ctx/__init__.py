@@ -1,12 +1,11 @@
 """fairseq-ctx: a fairseq plugin (``--user-dir fairseq_ctx``) for context-aware MT, multi-source
 MT, multilingual document embeddings and CKA analysis. One subpackage per family
 (``context``, ``multisource``, ``embedding``, ``analysis``) over a small shared ``core``.
-Importing the package registers every task, architecture and criterion, and allow-lists the
-classes fairseq checkpoints need for torch's weights-only loading."""
-from fairseq_ctx.core import checkpoint_safety
 
-checkpoint_safety.allow_fairseq_checkpoints()
+Importing the package is cheap: every task, architecture and criterion is registered, and the
+classes fairseq checkpoints need for torch's weights-only loading are allow-listed, as soon as
+fairseq is imported (at once when it already is); see :mod:`fairseq_ctx.core.registration`."""
+from fairseq_ctx.core.registration import register_with_fairseq
+from fairseq_ctx.version import __version__  # noqa: F401
 
-from fairseq_ctx import analysis, context, embedding, multisource  # noqa: E402,F401  (registration)
-
-__version__ = "0.1.0"
+register_with_fairseq()

@@ -1,7 +1,6 @@
 """Shared fixtures: generated corpora binarized with stock fairseq-preprocess, and helpers
 that build tasks and models through fairseq's own command-line parsing."""
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +12,11 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
-from fairseq_ctx.cli.prepare_docs import prepare
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
+from fairseq_ctx.core.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
+from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus
+from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
+from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus
+from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 
@@ -25,13 +27,6 @@ os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["MKL_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 BIN_DIR = Path(sys.executable).parent
-TINY_MODEL = [
-    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-    "--encoder-layers", "2", "--decoder-layers", "1",
-    "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
-    "--share-all-embeddings",
-]
 
 
 def tool(name: str) -> str:
@@ -47,18 +42,7 @@ def run_tool(args: Sequence[str], cwd=None, check: bool = True) -> subprocess.Co
 
 def make_data_bin(root: Path, sizes: CorpusSizes, seed: int = 1) -> Path:
     """Generated corpus → prepare-docs → fairseq-preprocess (joined dict) → docids copied."""
-    raw, prep, data_bin = root / "raw", root / "prep", root / "data-bin"
-    write_corpus(str(raw), sizes, seed=seed)
-    for split in ("train", "valid", "test"):
-        prepare(str(raw / f"{split}.en"), str(raw / f"{split}.de"), str(prep / split), "en", "de", "doc")
-    run_tool([
-        "fairseq-preprocess", "--source-lang", "en", "--target-lang", "de",
-        "--trainpref", str(prep / "train"), "--validpref", str(prep / "valid"), "--testpref", str(prep / "test"),
-        "--destdir", str(data_bin), "--joined-dictionary", "--workers", "1",
-    ])
-    for split in ("train", "valid", "test"):
-        shutil.copy(prep / f"{split}.docids", data_bin / f"{split}.docids")
-    return data_bin
+    return binarize_context_corpus(root, sizes, seed)
 
 
 @pytest.fixture(scope="session")
@@ -101,9 +85,6 @@ def multilingual_data(tmp_path_factory) -> Path:
     return binarize_multilingual(root / "raw", root / "data-bin", EMBEDDING_PAIRS.split(","), ["pa", "pb", "xa"])
 
 
-EMBEDDING_PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
-
-
 def run_fairseq_cli(cli_main, args: Sequence[str]) -> None:
     """Run a stock fairseq console entry point (``fairseq_cli.*.cli_main``) in this process,
     saving the interpreter start-up of a subprocess."""
@@ -143,24 +124,10 @@ def trained_baselines(tiny_data, tmp_path_factory):
         runs[arch] = (save_dir, (results / "generate-test.txt").read_text())
     return runs
 def make_multimodal_data_bin(root: Path, train: int = 240, seed: int = 1) -> Path:
-    """Generated multimodal corpus (fairseq_ctx.multisource.data.multimodal_corpus) → fairseq-preprocess
-    (en-de joined dict; fr with its own dict) → img features copied next to the binaries."""
-    from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
-
-    raw, data_bin = root / "raw", root / "data-bin"
-    write_multimodal_corpus(str(raw), MultimodalCorpusSizes(train=train, valid=16, test=16, regions=3, feature_dim=8), seed=seed)
-    prefixes = ["--trainpref", str(raw / "train"), "--validpref", str(raw / "valid"), "--testpref", str(raw / "test")]
-    run_tool(["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de", *prefixes,
-              "--destdir", str(data_bin), "--joined-dictionary", "--workers", "1"])
-    run_tool(["fairseq-preprocess", "--source-lang", "fr", "--target-lang", "de", "--only-source", *prefixes,
-              "--destdir", str(data_bin / "fr"), "--workers", "1"])
-    for split in ("train", "valid", "test"):
-        shutil.copy(raw / f"{split}.img.npy", data_bin / f"{split}.img.npy")
-        shutil.copy(raw / f"{split}.key", data_bin / f"{split}.key")
-        for ext in ("bin", "idx"):
-            shutil.copy(data_bin / "fr" / f"{split}.fr-de.fr.{ext}", data_bin / f"{split}.fr-de.fr.{ext}")
-    shutil.copy(data_bin / "fr" / "dict.fr.txt", data_bin / "dict.fr.txt")
-    return data_bin
+    """Generated multimodal corpus → fairseq-preprocess (en-de joined dict; fr with its own dict)
+    → img features and keys copied next to the binaries."""
+    return binarize_multimodal_corpus(
+        root, MultimodalCorpusSizes(train=train, valid=16, test=16, regions=3, feature_dim=8), seed)
 
 
 @pytest.fixture(scope="session")

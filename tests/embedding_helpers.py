@@ -9,20 +9,9 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from conftest import EMBEDDING_PAIRS, USER_DIR
+from fairseq_ctx.core.arch_matrix import EMBEDDING_SIZES, TINY_TRANSFORMER  # noqa: F401  (used by the tests)
 
-TINY_TRANSFORMER = [
-    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
-    "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
-    "--encoder-layers", "3", "--dropout", "0.0",
-]
-TINY_LASER = ["--encoder-embed-dim", "32", "--encoder-hidden-size", "16", "--decoder-embed-dim", "32",
-              "--decoder-hidden-size", "32", "--decoder-lang-embed-dim", "8", "--dropout", "0.0"]
-ARCHS = {
-    "tmde": TINY_TRANSFORMER,
-    "tmde_f": TINY_TRANSFORMER,
-    "tmde_p": TINY_TRANSFORMER + ["--pyramid-queries", "8,4,2"],
-    "laser_bilstm": TINY_LASER,
-}
+ARCHS = EMBEDDING_SIZES
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -14,7 +14,7 @@ from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_fairseq_c
 from embedding_helpers import TINY_TRANSFORMER
 from fairseq_ctx.context import hub
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
-from fairseq_ctx.cli.embed import Embedder
+from fairseq_ctx.embedding.embedder import Embedder
 
 TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--cpu", "--seed", "1",
          "--no-epoch-checkpoints", "--disable-validation", "--log-format", "none", "--no-save-optimizer-state"]
@@ -98,7 +98,7 @@ def test_embed_tool_refuses_unreadable_and_other_task_checkpoints(checkpoints, t
     command = ["fairseq-ctx-embed", "--lang", "xa", "--input", str(text), "--output", str(tmp_path / "out.npy")]
     result = run_tool([*command, "--path", str(checkpoints["truncated"])], check=False)
     assert result.returncode != 0
-    assert f"fairseq-ctx-embed --path: cannot read checkpoint {checkpoints['truncated']}" in result.stderr
+    assert f"fairseq-ctx-embed: cannot read checkpoint {checkpoints['truncated']}" in result.stderr
     with pytest.raises(CheckpointError, match=r"is a --task context_translation model \(--arch hmce\)"):
         Embedder(str(checkpoints["hmce"]), "xa")
     assert not (tmp_path / "out.npy").exists()
@@ -129,7 +129,7 @@ def test_attention_plot_refuses_a_checkpoint_of_another_task(tiny_data, checkpoi
     result = run_tool(["fairseq-ctx-attention-plot", str(tiny_data), "--path", str(checkpoints["hmce"]),
                        "--out", str(out)], check=False)
     assert result.returncode != 0
-    assert "fairseq-ctx-attention-plot --path" in result.stderr
+    assert "fairseq-ctx-attention-plot: " in result.stderr
     assert "is a --task context_translation model (--arch hmce)" in result.stderr
     assert "multimodal_translation" in result.stderr
     assert not list(tmp_path.iterdir())
@@ -140,5 +140,5 @@ def test_analyze_heads_refuses_an_unreadable_checkpoint(tiny_data, checkpoints, 
     result = run_tool(["fairseq-ctx-analyze-heads", str(tiny_data), "--path", str(checkpoints["truncated"]),
                        "--output-dir", str(out)], check=False)
     assert result.returncode != 0
-    assert f"fairseq-ctx-analyze-heads --path: cannot read checkpoint {checkpoints['truncated']}" in result.stderr
+    assert f"fairseq-ctx-analyze-heads: cannot read checkpoint {checkpoints['truncated']}" in result.stderr
     assert not out.exists() or not list(out.iterdir())

@@ -12,7 +12,8 @@ def test_analyze_heads_tables_pictures_and_self_comparison(tiny_data, tmp_path):
               "--drophead", "0.1", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1",
               "--cpu", "--seed", "1", "--save-dir", str(save), "--no-epoch-checkpoints", "--disable-validation"])
     out = tmp_path / "heads"
-    result = run_tool(["fairseq-ctx-analyze-heads", str(tiny_data), "--path", str(save / "checkpoint_last.pt"),
+    result = run_tool(["fairseq-ctx-analyze-heads", str(save), "--checkpoint-file", "checkpoint_last.pt",
+                       "--data", str(tiny_data),
                        "--compare-path", str(save / "checkpoint_last.pt"), "--split", "valid",
                        "--max-positions", "120", "--output-dir", str(out), "--tag", "a", "--compare-tag", "b"])
     assert "mean inter-head CKA" in result.stdout

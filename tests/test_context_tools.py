@@ -5,9 +5,11 @@ import pytest
 from conftest import run_tool
 
 from fairseq_ctx.context import hub
-from fairseq_ctx.cli.contrastive import ContrastiveInputError, evaluate, read_contrastive_set
-from fairseq_ctx.cli.cxmi import cxmi
-from fairseq_ctx.cli.subset_bleu import subset_bleu
+from fairseq_ctx.context.contrastive.example import ContrastiveInputError
+from fairseq_ctx.context.contrastive.plain import read_contrastive_set
+from fairseq_ctx.context.contrastive.scoring import evaluate
+from fairseq_ctx.context.cxmi import cxmi
+from fairseq_ctx.context.subset_bleu import subset_bleu
 from fairseq_ctx.context.data.contrastive_set import contrastive_examples
 
 DOCS = [["the old cat sleeps .", "it is quiet .", "then we sang ."], ["the dog waits here .", "it moves again ."]]
@@ -41,7 +43,7 @@ def test_contrastive_accuracy_is_100_when_the_correct_target_is_the_greedy_outpu
                  categories=write(tmp_path / "cat", categories))
     result = evaluate(dat, read_contrastive_set(**files))
     assert result["accuracy"] == 1.0 and result["total"] == len(keep)
-    assert {name: value["accuracy"] for name, value in result["categories"].items()} == {"a": 1.0, "b": 1.0}
+    assert {name: value["accuracy"] for name, value in result["breakdowns"]["category"].items()} == {"a": 1.0, "b": 1.0}
     swapped = evaluate(dat, read_contrastive_set(**{**files, "reference": files["contrastive"][0],
                                                   "contrastive": [files["reference"]]}))
     assert swapped["accuracy"] == 0.0

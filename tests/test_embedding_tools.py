@@ -1,5 +1,5 @@
 """Embedding tools and bad input: fairseq-train end to end, fairseq-ctx-embed (order, determinism,
-empty lines, unknown language), xsim, doc-classify, shared-dictionary check."""
+empty lines, unknown language), doc-classify, shared-dictionary check (xsim: tests/test_xsim.py)."""
 import shutil
 
 import numpy as np
@@ -8,9 +8,8 @@ import torch
 
 from conftest import EMBEDDING_PAIRS, USER_DIR, run_tool
 from embedding_helpers import TINY_TRANSFORMER, build_embedding_model, one_torch_thread  # noqa: F401
-from fairseq_ctx.cli.doc_classify import accuracy_matrix
-from fairseq_ctx.cli.embed import Embedder, embed_file
-from fairseq_ctx.cli.xsim import retrieval_error
+from fairseq_ctx.embedding.doc_classify import accuracy_matrix
+from fairseq_ctx.embedding.embedder import Embedder, embed_file
 from fairseq_ctx.embedding.data.shared_dictionary import SharedDictionaryError
 
 
@@ -44,8 +43,9 @@ def test_embed_tool_keeps_order_is_deterministic_and_handles_empty_lines(trained
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     run_tool(["fairseq-ctx-embed", "--path", str(checkpoint), "--lang", "xa", "--input", str(tmp_path / "in.txt"),
               "--output", str(tmp_path / "a.npy")])
-    run_tool(["fairseq-ctx-embed", "--path", str(checkpoint), "--lang", "xa", "--input", str(tmp_path / "in.txt"),
-              "--output", str(tmp_path / "b.npy"), "--max-tokens", "40", "--chunk-lines", "7"])
+    run_tool(["fairseq-ctx-embed", str(checkpoint.parent), "--checkpoint-file", checkpoint.name, "--cpu", "--lang", "xa",
+              "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "b.npy"), "--max-tokens", "40",
+              "--chunk-lines", "7"])  # the convention: checkpoint directory + --checkpoint-file; above the --path alias
     a, b = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
     assert a.shape == (30, 32) and a.dtype == np.float32
     np.testing.assert_allclose(a, b, atol=1e-5)
@@ -89,20 +89,6 @@ def test_unknown_pair_data_fails_with_the_preprocess_command(multilingual_data):
     task.pairs = task.pairs + [("xa", "xb")]
     with pytest.raises(FileNotFoundError, match="fairseq-preprocess --source-lang xa --target-lang xb"):
         task.load_dataset("valid")
-
-
-def test_xsim_errors_cosine_and_margin():
-    rng = np.random.RandomState(0)
-    src = rng.randn(50, 8).astype(np.float32)
-    assert retrieval_error(src, src + 0.01 * rng.randn(50, 8)) == 0.0
-    assert retrieval_error(src, src + 0.01 * rng.randn(50, 8), margin=True) == 0.0
-    swapped = src.copy()
-    swapped[[0, 1]] = swapped[[1, 0]]
-    assert retrieval_error(src, swapped) == pytest.approx(2 / 50)
-    # a "hub" target close to everything is what the margin score discounts
-    hub_case_src = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])
-    hub_case_tgt = np.array([[0.9, 0.436], [0.0, 1.0], [0.72, 0.69]])
-    assert retrieval_error(hub_case_src, hub_case_tgt, margin=True, k=2) <= retrieval_error(hub_case_src, hub_case_tgt)
 
 
 def test_doc_classify_matrix_cross_and_same():

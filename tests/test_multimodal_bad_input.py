@@ -100,11 +100,11 @@ def test_generate_fails_early_on_missing_or_mismatched_features(multimodal_data,
 
 
 def test_adversarial_shuffle_permutes_feature_rows_through_the_ids_file(multimodal_data, tmp_path):
-    from fairseq_ctx.cli.adversarial import _shuffle_feature
+    from fairseq_ctx.multisource.adversarial import shuffle_feature
 
     data = tmp_path / "data"
     data.mkdir()
-    _shuffle_feature(str(multimodal_data), str(data), "train", "img", np.random.default_rng(0))
+    shuffle_feature(str(multimodal_data), str(data), "train", "img", np.random.default_rng(0))
     for entry in multimodal_data.iterdir():
         if entry.is_file():
             os.symlink(entry, data / entry.name)

@@ -5,7 +5,7 @@ import torch
 from fairseq.data import indexed_dataset
 
 from conftest import build_multimodal
-from fairseq_ctx.cli.adversarial import _shuffle_text
+from fairseq_ctx.multisource.adversarial import shuffle_text
 from fairseq_ctx.multisource.task import MultimodalTranslationTask
 
 FR_ONLY = ("--extra-source-langs", "fr", "--extra-source-dict", "own")
@@ -47,7 +47,7 @@ def test_language_pair_is_inferred_past_the_extra_source_binaries(multimodal_dat
 
 
 def test_adversarial_shuffle_of_the_second_source_permutes_whole_sentences(multimodal_data, tmp_path):
-    skipped = _shuffle_text(str(multimodal_data), str(tmp_path), "test", "fr", None, np.random.default_rng(0))
+    skipped = shuffle_text(str(multimodal_data), str(tmp_path), "test", "fr", None, np.random.default_rng(0))
     assert skipped == ["test.fr-de.fr.bin", "test.fr-de.fr.idx"]
     original = indexed_dataset.MMapIndexedDataset(str(multimodal_data / "test.fr-de.fr"))
     shuffled = indexed_dataset.MMapIndexedDataset(str(tmp_path / "test.fr-de.fr"))

@@ -27,6 +27,7 @@ from fairseq_ctx.cli import (
     subset_bleu,
     xsim,
 )
+from fairseq_ctx.context.data.prepare_docs import prepare
 from fairseq_ctx.core.output_paths import OutputPathError, check_output_dir, check_outputs, same_file, split_files
 
 
@@ -59,8 +60,8 @@ def test_check_outputs_names_both_options_and_paths(tmp_path):
     (tmp_path / "link.json").symlink_to(source)
     with pytest.raises(OutputPathError) as error:
         check_outputs({"--json": str(tmp_path / "link.json")}, {"--source": [str(source)], "--key": None})
-    assert str(error.value) == (f"--json {tmp_path / 'link.json'} is the same file as the input --source {source}; "
-                                f"writing it would destroy the input. Choose another output path")
+    assert str(error.value) == (f"--json {tmp_path / 'link.json'} is one of the inputs: the same file as --source "
+                                f"{source}; writing it would destroy the input. Choose another output path")
     with pytest.raises(OutputPathError, match=r"--per-sentence .*out\.tsv and --json .*out\.tsv are the same file"):
         check_outputs({"--per-sentence": str(tmp_path / "out.tsv"), "--json": str(tmp_path / "out.tsv")}, {})
     check_outputs({"--json": str(tmp_path / "new.json")}, {"--source": str(source)})
@@ -86,14 +87,14 @@ def test_prepare_docs_refuses_an_out_prefix_equal_to_the_input_prefix(tmp_path, 
     with pytest.raises(SystemExit) as stop:
         prepare_docs.main(["--src-docs", "raw/train.en", "--tgt-docs", "raw/train.de", "--out-prefix", "alias/train",
                            "--src-lang", "en", "--tgt-lang", "de"])
-    assert str(stop.value) == ("fairseq-ctx-prepare-docs: --out-prefix + --src-lang alias/train.en is the same file as "
-                               "the input --src-docs raw/train.en; writing it would destroy the input. Choose another "
-                               "output path")
+    assert str(stop.value) == ("fairseq-ctx-prepare-docs: --out-prefix + --src-lang alias/train.en is one of the inputs: "
+                               "the same file as --src-docs raw/train.en; writing it would destroy the input. Choose "
+                               "another output path")
     assert (raw / "train.en").read_text() == text and (raw / "train.de").read_text() == text
     assert not (raw / "train.docids").exists()
     with pytest.raises(OutputPathError, match=r"--out-prefix \+ --src-lang .*p\.en and --out-prefix \+ --tgt-lang"):
-        prepare_docs.prepare("raw/train.en", "raw/train.de", "out/p", "en", "en", "doc")
-    assert prepare_docs.prepare("raw/train.en", "raw/train.de", "out/p", "en", "de", "doc") == 3
+        prepare("raw/train.en", "raw/train.de", "out/p", "en", "en", "doc")
+    assert prepare("raw/train.en", "raw/train.de", "out/p", "en", "de", "doc") == 3
     assert (tmp_path / "out/p.docids").read_text() == "doc0\ndoc0\ndoc1\n"
 
 
@@ -135,9 +136,9 @@ def _cases(d: Path):
          "--embeddings data/train.labels"),
         (adversarial.main, ["data", "--path", "unused.pt", "--key", "key.txt", "--json", "soft_key.txt"], "--key key.txt"),
         (adversarial.main, ["data", "--path", "unused.pt", "--json", "data/test.en-de.en.bin"],
-         "data data/test.en-de.en.bin"),
-        (attention_plot.main, ["data", "--path", "model.png", "--out", "model"], "--path model.png"),
-        (analyze_heads.main, ["data", "--path", "out/heads.json", "--output-dir", "out"], "--path out/heads.json"),
+         "--data data/test.en-de.en.bin"),
+        (attention_plot.main, ["data", "--path", "model.png", "--out", "model"], "checkpoint model.png"),
+        (analyze_heads.main, ["data", "--path", "out/heads.json", "--output-dir", "out"], "checkpoint out/heads.json"),
         (embed.main, ["--path", "unused.pt", "--lang", "xa", "--input", "src.txt", "--output", str(hard)],
          "--input src.txt"),
         (plot_embeddings.main, ["--input", "A=a.npy", "--labels", "labels.txt", "--output", "labels.txt"],
@@ -151,7 +152,8 @@ def test_every_tool_refuses_an_output_that_is_one_of_its_inputs(files, monkeypat
     cases = _cases(files)
     for main, argv, named_input in cases:
         message = refused(main, argv, capsys)
-        assert f"is the same file as the input {named_input}; writing it would destroy the input" in message, (argv, message)
+        assert f"is one of the inputs: the same file as {named_input}; writing it would destroy the input" in message, (
+            argv, message)
     assert {p: p.read_bytes() for p in before} == before
     assert not (files / "unused.pt").exists() and not any((files / "out").glob("*.csv"))
 

@@ -7,8 +7,8 @@ import pytest
 from conftest import run_tool
 
 import fairseq_ctx
-from fairseq_ctx.cli.prepare_docs import prepare
-from fairseq_ctx.cli.score import context_accuracy, score
+from fairseq_ctx.context.data.prepare_docs import prepare
+from fairseq_ctx.core.scoring import context_accuracy, score
 from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
 
 

@@ -7,7 +7,7 @@ import torch
 
 from conftest import USER_DIR, build, make_data_bin, run_tool
 
-from fairseq_ctx.cli.score import score
+from fairseq_ctx.core.scoring import score
 from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
 
 MODEL = [

@@ -1,8 +1,11 @@
 """Train the sentence-level transformer and the six context models on the generated demo
-corpus with the same budget and write ``examples/context_mt/RESULTS.md`` plus a bar chart.
+corpus with the same budget and write ``examples/context_mt/results/compare_{setting}.md``
+(+ ``.json`` and a bar chart ``.png``).
 
-Usage: python examples/context_mt/compare.py [--work work/compare] [--updates 300]
-(needs the package's console scripts on PATH, e.g. ``PATH=.venv/bin:$PATH``).
+Usage: python examples/context_mt/compare.py [--setting standard|hard] [--updates 300]
+(needs the package's console scripts on PATH, e.g. ``PATH=.venv/bin:$PATH``). ``--setting hard``
+puts most antecedents 3-4 sentences back behind distractor nouns; the context models then read
+``--context-size 4`` previous sentences.
 
 Per model: fairseq-train (same size, optimizer, batches, updates, seed) → fairseq-generate
 (beam 5) → fairseq-ctx-score (BLEU, context accuracy) → fairseq-ctx-subset-bleu (pronoun vs
@@ -13,14 +16,18 @@ Parameters, training words/s (median of fairseq's per-epoch ``wps``) and generat
 import argparse
 import json
 import os
+import platform
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Dict, List
 
-ARCHS = [("transformer", 0), ("ctx_concat", 2), ("dat", 2), ("han", 2), ("dct", 2), ("hce", 2), ("hmce", 2)]
+ARCHS = ["transformer", "ctx_concat", "dat", "han", "dct", "hce", "hmce"]
 MODEL = ["--share-all-embeddings", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
          "--encoder-ffn-embed-dim", "256", "--decoder-ffn-embed-dim", "256", "--encoder-layers", "2",
          "--decoder-layers", "2", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4"]
@@ -41,8 +48,9 @@ def run(args: List[str], log: Path = None) -> str:
     return result.stdout
 
 
-def prepare_data(work: Path, train_docs: int) -> Path:
-    run(["fairseq-ctx-make-corpus", str(work / "raw"), "--train-docs", str(train_docs), "--seed", "1"])
+def prepare_data(work: Path, train_docs: int, setting: str) -> Path:
+    run(["fairseq-ctx-make-corpus", str(work / "raw"), "--train-docs", str(train_docs), "--seed", "1",
+         "--setting", setting])
     for split in ("train", "valid", "test"):
         run(["fairseq-ctx-prepare-docs", "--src-docs", str(work / f"raw/{split}.en"), "--tgt-docs",
              str(work / f"raw/{split}.de"), "--out-prefix", str(work / f"prep/{split}"), "--src-lang", "en",
@@ -111,16 +119,27 @@ def _json_of(args: List[str], path: Path) -> str:
     return path.read_text()
 
 
-def write_results(rows: List[Dict], args: argparse.Namespace, destination: Path) -> None:
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} CPU cores ({cpu}), no GPU used"
+
+
+def write_results(rows: List[Dict], args: argparse.Namespace, destination: Path, started: float) -> None:
     lines = [
-        "# Context models on the generated demo corpus",
+        f"# Context models on the generated demo corpus ({args.setting} setting)",
         "",
-        f"Written by `python examples/context_mt/compare.py --updates {args.updates} --train-docs {args.train_docs} "
-        f"--batch-size {args.batch_size}`"
-        " (numbers below are its output). Same data, model size (128 dims, 2+2 layers, 4 heads, shared",
-        f"embeddings), optimizer, {args.batch_size} sentences per batch, {args.updates} updates and seed for every model; CPU,",
-        "2 shared cores. The two speed columns are wall-clock rates of single runs on a machine other jobs shared,",
-        "so they are only indicative; `benchmarks/context_speed.py` measures speed on fixed batches (CPU-time clock available).",
+        f"- Date: {time.strftime('%Y-%m-%d', time.localtime(started))}; machine: {machine()}",
+        f"- Command: `python examples/context_mt/compare.py {shlex.join(sys.argv[1:])}`",
+        f"- Updates: {args.updates} per model, {args.batch_size} sentences per batch; wall time of the whole "
+        f"run so far: {(time.time() - started) / 60:.0f} min",
+        "",
+        "Same data, model size (128 dims, 2+2 layers, 4 heads, shared embeddings), optimizer, batches,",
+        "updates and seed for every model. The two speed columns are wall-clock rates of single runs,",
+        "only indicative; `benchmarks/context_speed.py` measures speed on fixed batches.",
         "",
         "| model | N | BLEU | context acc. | BLEU pronoun / other (gap) | CXMI (nats/sent.) | contrastive acc. "
         "| params | train words/s | generate tokens/s |",
@@ -141,10 +160,10 @@ def write_results(rows: List[Dict], args: argparse.Namespace, destination: Path)
         "  subset and all others as the unhelpful one (gap = other − pronoun);",
         "- CXMI: `fairseq-ctx-cxmi`, mean log p(y|x,C) − log p(y|x) over the test sentences;",
         "- contrastive acc.: `fairseq-ctx-contrastive` on `fairseq-ctx-make-contrastive --docs 60`",
-        "  (correct pronoun vs the two wrong ones);",
+        "  (correct pronoun vs the two wrong ones; antecedents 1-2 sentences back in both settings);",
         "- train words/s: median of fairseq-train's per-epoch `wps`; generate tokens/s: fairseq-generate, beam 5.",
         "",
-        "![comparison](compare.png)",
+        f"![comparison]({destination.with_suffix('.png').name})",
         "",
     ]
     destination.write_text("\n".join(lines), encoding="utf-8")
@@ -174,19 +193,28 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=300, help="training updates per model")
     parser.add_argument("--train-docs", type=int, default=400, help="training documents of the generated corpus")
     parser.add_argument("--batch-size", type=int, default=64, help="training sentences per batch")
-    parser.add_argument("--out", default=str(HERE), help="where RESULTS.md and compare.png go")
+    parser.add_argument("--setting", choices=("standard", "hard"), default="standard",
+                        help="generated corpus setting (fairseq-ctx-make-corpus --setting)")
+    parser.add_argument("--context-size", type=int, default=None,
+                        help="previous sentences the context models read (default: 2, or 4 with --setting hard)")
+    parser.add_argument("--out", default=str(HERE / "results"), help="where compare_{setting}.{md,json,png} go")
     args = parser.parse_args()
+    context_size = args.context_size or (4 if args.setting == "hard" else 2)
+    started = time.time()
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    data = prepare_data(work, args.train_docs)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = prepare_data(work, args.train_docs, args.setting)
     rows = []
-    for arch, context_size in ARCHS:
-        rows.append(evaluate(work, data, arch, context_size, args.updates, args.batch_size))
+    for arch in ARCHS:
+        rows.append(evaluate(work, data, arch, 0 if arch == "transformer" else context_size, args.updates,
+                             args.batch_size))
         print(json.dumps(rows[-1]), flush=True)
-        (work / "results.json").write_text(json.dumps(rows, indent=2))
-        write_results(rows, args, Path(args.out) / "RESULTS.md")
-        plot(rows, Path(args.out) / "compare.png")
+        (out / f"compare_{args.setting}.json").write_text(json.dumps(rows, indent=2))
+        write_results(rows, args, out / f"compare_{args.setting}.md", started)
+        plot(rows, out / f"compare_{args.setting}.png")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ grep "valid on 'valid'" train.log | tail -n 1
 echo "== 4/5 fairseq-generate --beam 5"
 fairseq-generate data-bin --user-dir "$USER_DIR" --task context_translation --context-size 2 \
   --path checkpoints/checkpoint_best.pt --gen-subset test --beam 5 --batch-size 64 --cpu \
-  --required-batch-size-multiple 1 \
   > generate.out 2> generate.log
 tail -n 1 generate.out
 

@@ -7,10 +7,10 @@ import os
 
 import numpy as np
 
-from fairseq_ctx.cli.doc_classify import accuracy_matrix, format_matrix, load_split
-from fairseq_ctx.cli.embed import Embedder, embed_file
-from fairseq_ctx.cli.plot_embeddings import plot
-from fairseq_ctx.cli.xsim import xsim
+from fairseq_ctx.embedding.doc_classify import accuracy_matrix, format_matrix, load_split
+from fairseq_ctx.embedding.embedder import Embedder, embed_file
+from fairseq_ctx.embedding.embedding_plot import plot
+from fairseq_ctx.embedding.xsim import DIRECTIONS, xsim_files
 
 MULTILINGUAL = {"tmde": "T-MDE", "ct_mde_small": "T-MDE + distance_constraint (cT-MDE)",
                 "ct_mde_detached": "cT-MDE, --distance-detach-target --distance-beta 0.5",
@@ -42,7 +42,10 @@ def embed_all(work: str, name: str, langs, retrieval_pair) -> str:
 
 def evaluate(work: str, name: str, langs, pair) -> dict:
     out = embed_all(work, name, langs, pair)
-    retrieval = xsim(np.load(os.path.join(out, f"sent.{pair[0]}.npy")), np.load(os.path.join(out, f"sent.{pair[1]}.npy")))
+    errors = xsim_files(os.path.join(out, f"sent.{pair[0]}.npy"), os.path.join(out, f"sent.{pair[1]}.npy"),
+                        margins=("absolute", "ratio"))
+    retrieval = {f"{name}_{direction}": errors[margin][direction].percent / 100
+                 for margin, name in (("absolute", "cosine"), ("ratio", "margin")) for direction in DIRECTIONS}
     train = {l: load_split(out, "train", l) for l in langs}
     test = {l: load_split(out, "test", l) for l in langs}
     classification = accuracy_matrix(train, test, hidden=64, epochs=200, seed=1)

@@ -15,6 +15,9 @@ Conventions
   non-zero pairwise distances of that representation (Kornblith et al. 2019); σ is treated as a
   constant for gradients (``rbf_sigma`` fixes σ directly).
 - Padding masks are True at padding positions (fairseq's convention).
+- Degenerate inputs: HSIC needs ``hsic_min_rows`` rows (a single row has no pair to compare;
+  the biased estimator would be 0/0), so callers with fewer skip the term. CKA is 0, with
+  zero gradients, when the rows of a side are all equal (up to rounding): its HSIC(K, K) is 0.
 """
 import logging
 from typing import Optional, Set, Tuple
@@ -34,13 +37,18 @@ def _compute_dtype(dtype: Optional[torch.dtype], *tensors: Tensor) -> torch.dtyp
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
+def hsic_min_rows(unbiased: bool = False) -> int:
+    """Fewest paired rows HSIC/CKA are defined for: 2 (biased), 4 (unbiased, Song et al. 2012)."""
+    return 4 if unbiased else 2
+
+
 def _check_pair(x: Tensor, y: Tensor, kernel: str) -> None:
     if x.dim() != 2 or y.dim() != 2:
         raise ValueError(f"hsic/cka expect 2-d (n, d) inputs, got shapes {tuple(x.shape)} and {tuple(y.shape)}")
     if x.size(0) != y.size(0):
         raise ValueError(f"hsic/cka need the same number of rows (paired examples), got {x.size(0)} and {y.size(0)}")
-    if x.size(0) < 2:
-        raise ValueError("hsic/cka need at least 2 rows")
+    if x.size(0) < hsic_min_rows():
+        raise ValueError(f"hsic/cka need at least 2 rows, got {x.size(0)}")
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; choose one of {KERNELS}")
 
@@ -121,6 +129,8 @@ def cka(
     _check_pair(x, y, kernel)
     compute = _compute_dtype(dtype, x, y)
     x, y = x.to(compute), y.to(compute)
+    if _rows_all_equal(x) or _rows_all_equal(y):
+        return (x.sum() + y.sum()) * 0.0
     tiny = torch.finfo(compute).tiny
     if _use_feature_space(x, y, kernel, unbiased):
         xc, yc = x - x.mean(dim=0), y - y.mean(dim=0)
@@ -134,9 +144,19 @@ def cka(
     return kl / (kk * ll).clamp_min(tiny).sqrt()
 
 
+def _rows_all_equal(x: Tensor) -> bool:
+    """True when every row of x (n, d) equals their mean up to the rounding of that mean: the
+    representation is constant, HSIC(K, K) is 0 and CKA's denominator would be rounding noise."""
+    spread = (x - x.mean(dim=0)).abs().max()
+    return bool(spread <= x.size(0) * torch.finfo(x.dtype).eps * x.abs().max())
+
+
 def _centered_heads(heads: Tensor, dtype: Optional[torch.dtype]) -> Tensor:
     if heads.dim() != 3 or heads.size(1) < 2:
         raise ValueError(f"expected head outputs of shape (n, H>=2, d_head), got {tuple(heads.shape)}")
+    if heads.size(0) < hsic_min_rows():
+        raise ValueError(f"head HSIC needs at least 2 rows (positions), got {heads.size(0)}; "
+                         f"skip the term for such a batch")
     heads = heads.to(_compute_dtype(dtype, heads))
     return heads - heads.mean(dim=0, keepdim=True)
 
@@ -208,20 +228,18 @@ def valid_positions(padding_mask: Tensor) -> Tensor:
 
 
 def _sample_count(available: int, n: int, what: str) -> int:
-    if available == 0:
-        raise ValueError(f"no non-padding vectors available for {what}")
-    if n > available:
+    if n > available > 0:
         warn_once(f"sample:{what}", f"asked for {n} sampled vectors of {what} but only {available} non-padding "
                                     f"vectors are available; using all {available} (warned once)")
-        return available
-    return n
+    return min(n, available)
 
 
 def sample_rows(
     states: Tensor, padding_mask: Optional[Tensor], n: int, generator: Optional[torch.Generator] = None,
     what: str = "representation",
 ) -> Tensor:
-    """n distinct non-padding vectors of ``states`` (B, T, d); all of them if fewer exist (warned once)."""
+    """n distinct non-padding vectors of ``states`` (B, T, d); all of them if fewer exist (warned once),
+    so none, a (0, d) tensor, when every position is padding."""
     if padding_mask is None:
         padding_mask = states.new_zeros(states.shape[:2], dtype=torch.bool)
     positions = valid_positions(padding_mask)
@@ -236,7 +254,8 @@ def sample_paired_rows(
 ) -> Tuple[Tensor, Tensor]:
     """n pairs (a_i, b_i) from the same example: distinct non-padding positions of ``a`` (B, Ta, da),
     each paired with a random non-padding position of ``b`` (B, Tb, db) in the same example.
-    Examples where ``b`` has no valid position are skipped."""
+    Examples where ``b`` has no valid position are skipped; no pairs, (0, da) and (0, db), when
+    no example has valid positions on both sides (e.g. a batch without context)."""
     if a.size(0) != b.size(0):
         raise ValueError(f"paired sampling needs the same batch size, got {a.size(0)} and {b.size(0)}")
     a_mask = a.new_zeros(a.shape[:2], dtype=torch.bool) if a_mask is None else a_mask
@@ -245,6 +264,8 @@ def sample_paired_rows(
     usable = a_mask | ~b_valid.any(dim=1, keepdim=True)
     positions = valid_positions(usable)
     count = _sample_count(positions.size(0), n, what)
+    if count == 0:
+        return a[:0, 0], b[:0, 0]
     chosen = positions[torch.randperm(positions.size(0), generator=generator)[:count].to(positions.device)]
     rows = chosen[:, 0]
     weights = b_valid[rows].float()

@@ -8,10 +8,10 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from fairseq.dataclass import ChoiceEnum
 
-from fairseq_ctx.analysis.cka import cka, sample_paired_rows
+from fairseq_ctx.analysis.cka import cka, hsic_min_rows, sample_paired_rows
 from fairseq_ctx.analysis.representations import representation_adapter, select
 from fairseq_ctx.analysis.model_hooks import ModelHooks
-from fairseq_ctx.core.term_metrics import log_cross_entropy, log_terms_per
+from fairseq_ctx.core.term_metrics import log_cross_entropy, log_skippable_terms, skippable_term
 
 
 @dataclass
@@ -43,6 +43,8 @@ class CkaAlignmentCriterion(LabelSmoothedCrossEntropyCriterion):
     """Label-smoothed cross-entropy minus λ·CKA between two named representations (eq. 5.4).
 
     The CKA value of each batch is logged as ``cka`` (mean over batches weighted by sample size).
+    A batch with fewer than 2 (unbiased: 4) pairs of vectors — e.g. no example has context —
+    trains on the cross-entropy alone and is counted in ``cka_skipped``.
     """
 
     def __init__(self, task, sentence_avg, label_smoothing, cka_lambda, cka_representations, cka_samples,
@@ -73,15 +75,19 @@ class CkaAlignmentCriterion(LabelSmoothedCrossEntropyCriterion):
         a, b = (select(representations, name) for name in self.names)
         x, y = sample_paired_rows(a.states, a.padding_mask, b.states, b.padding_mask, self.samples,
                                   what=f"{self.names[0]}/{self.names[1]}")
-        alignment = cka(x, y, kernel=self.kernel, unbiased=self.unbiased, rbf_bandwidth=self.bandwidth)
-        term = self.cka_lambda * alignment * sample_size
+        alignment = None
+        if x.size(0) >= hsic_min_rows(self.unbiased):
+            alignment = cka(x, y, kernel=self.kernel, unbiased=self.unbiased, rbf_bandwidth=self.bandwidth)
         warming_up = model.training and self.train_batches < self.warmup
         if model.training:
             self.train_batches += 1
-        loss = (ce * 0.0 if warming_up else ce) - term.to(ce.dtype)
+        loss = ce * 0.0 if warming_up else ce
+        if alignment is not None:
+            loss = loss - (self.cka_lambda * alignment * sample_size).to(ce.dtype)
         logging_output = {
-            "loss": loss.data, "ce_loss": ce.data, "nll_loss": nll.data, "cka": alignment.data * sample_size,
+            "loss": loss.data, "ce_loss": ce.data, "nll_loss": nll.data,
             "ntokens": sample["ntokens"], "nsentences": sample["target"].size(0), "sample_size": sample_size,
+            **skippable_term("cka", alignment, sample_size, int(alignment is None)),
         }
         if self.report_accuracy:
             n_correct, total = self.compute_accuracy(model, net_output, sample)
@@ -92,4 +98,4 @@ class CkaAlignmentCriterion(LabelSmoothedCrossEntropyCriterion):
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
         log_cross_entropy(logging_outputs)
-        log_terms_per(logging_outputs, ["cka"], "sample_size", round_to=4)
+        log_skippable_terms(logging_outputs, ["cka"], round_to=4)

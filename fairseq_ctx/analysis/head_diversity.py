@@ -10,9 +10,13 @@ MultiheadAttention (our archs and the stock ``transformer``):
   H·d_head value dimensions of all heads), each column scaled to unit norm.
 
 Each term is logged unweighted (``hsic``, ``ortho``) next to ``ce_loss``; all default to off.
+A module with too few non-padding positions in a batch is left out of that batch's mean (HSIC
+needs two positions, SRIP one; e.g. the sentence pooling of a one-sentence batch): the count is
+logged as ``hsic_skipped`` / ``ortho_skipped``, and a batch where every module is left out
+trains on the cross-entropy alone.
 """
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 from fairseq.criterions import register_criterion
@@ -24,8 +28,8 @@ from torch import Tensor
 
 from fairseq_ctx.analysis.model_hooks import ModelHooks
 from fairseq_ctx.analysis.attention_heads import DropHead, HeadTap
-from fairseq_ctx.analysis.cka import mean_pairwise_linear_hsic, sample_rows, srip
-from fairseq_ctx.core.term_metrics import log_cross_entropy, log_terms_per
+from fairseq_ctx.analysis.cka import hsic_min_rows, mean_pairwise_linear_hsic, sample_rows, srip
+from fairseq_ctx.core.term_metrics import log_cross_entropy, log_skippable_terms, skippable_term
 
 
 @dataclass
@@ -70,25 +74,35 @@ class HeadDiversityCriterion(LabelSmoothedCrossEntropyCriterion):
         patterns = [p.strip() for p in diversity_modules.split(",") if p.strip()]
         self.hooks = ModelHooks(lambda model: _Hooks(model, patterns, drophead, hsic_lambda > 0, ortho_lambda > 0))
 
-    def hsic_term(self, tap: HeadTap) -> Tensor:
-        values = []
+    def hsic_term(self, tap: HeadTap) -> Tuple[Optional[Tensor], int]:
+        """Mean over the tapped modules of their heads' mean pairwise HSIC (None if no module
+        has two non-padding positions) and the number of modules left out for having fewer."""
+        values, skipped = [], 0
         for name, record in tap.records.items():
             t, b, h, d = record.heads.shape
             rows = sample_rows(record.heads.transpose(0, 1).reshape(b, t, h * d), record.query_padding_mask,
                                self.samples, what=f"heads of {name}")
+            if rows.size(0) < hsic_min_rows():
+                skipped += 1
+                continue
             values.append(mean_pairwise_linear_hsic(rows.view(-1, h, d)))
-        return torch.stack(values).mean()
+        return (torch.stack(values).mean() if values else None), skipped
 
-    def ortho_term(self, tap: HeadTap) -> Tensor:
-        values = []
+    def ortho_term(self, tap: HeadTap) -> Tuple[Optional[Tensor], int]:
+        """Mean over the tapped modules of SRIP on their value vectors (None if no module has a
+        non-padding key position) and the number of modules left out for having none."""
+        values, skipped = [], 0
         for name, record in tap.records.items():
             if record.values is None:
                 continue
             rows = sample_rows(record.values.transpose(0, 1), record.key_padding_mask, self.samples,
                                what=f"values of {name}").float()
+            if rows.size(0) == 0:
+                skipped += 1
+                continue
             columns = rows / rows.norm(dim=0, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
             values.append(srip(columns, self.iterations))
-        return torch.stack(values).mean()
+        return (torch.stack(values).mean() if values else None), skipped
 
     def forward(self, model, sample, reduce=True):
         hooks = self.hooks.for_model(model)
@@ -102,14 +116,13 @@ class HeadDiversityCriterion(LabelSmoothedCrossEntropyCriterion):
         loss = ce
         logging_output = {"ce_loss": ce.data, "nll_loss": nll.data, "ntokens": sample["ntokens"],
                           "nsentences": sample["target"].size(0), "sample_size": sample_size}
-        if self.hsic_lambda > 0:
-            hsic_value = self.hsic_term(hooks.tap)
-            loss = loss + (self.hsic_lambda * hsic_value * sample_size).to(loss.dtype)
-            logging_output["hsic"] = hsic_value.data * sample_size
-        if self.ortho_lambda > 0:
-            ortho_value = self.ortho_term(hooks.tap)
-            loss = loss + (self.ortho_lambda * ortho_value * sample_size).to(loss.dtype)
-            logging_output["ortho"] = ortho_value.data * sample_size
+        terms = (("hsic", self.hsic_lambda, self.hsic_term), ("ortho", self.ortho_lambda, self.ortho_term))
+        for name, weight, term in terms:
+            if weight > 0:
+                value, skipped = term(hooks.tap)
+                if value is not None:
+                    loss = loss + (weight * value * sample_size).to(loss.dtype)
+                logging_output.update(skippable_term(name, value, sample_size, skipped))
         logging_output["loss"] = loss.data
         if self.report_accuracy:
             n_correct, total = self.compute_accuracy(model, net_output, sample)
@@ -120,4 +133,4 @@ class HeadDiversityCriterion(LabelSmoothedCrossEntropyCriterion):
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
         log_cross_entropy(logging_outputs)
-        log_terms_per(logging_outputs, ["hsic", "ortho"], "sample_size", round_to=6)
+        log_skippable_terms(logging_outputs, ["hsic", "ortho"], round_to=6)

@@ -1,97 +1,30 @@
-"""``fairseq-ctx-adversarial``: how much does a model rely on each auxiliary input? (SPEC §4)
+"""``fairseq-ctx-adversarial``: how much does a model rely on each auxiliary input?
 
 Re-decodes a split with stock ``fairseq-generate`` once unchanged and once per auxiliary input
 with that input replaced by a random permutation of itself across the split (a feature input
 through a permuted ``{split}.{name}.ids`` row map — the features are not copied; an extra source
 language through a permuted binarized copy). Reports BLEU and, with ``--key``, the accuracy on
-the ambiguous words, with the drop against the unchanged run.
+the ambiguous words, with the drop against the unchanged run. Options it does not know are
+passed on to fairseq-generate.
+
+Example:
+    fairseq-ctx-adversarial checkpoints/hier --data data-bin --feature-inputs img --key data-bin/test.key
+    fairseq-ctx-adversarial DATA --path CHECKPOINT --feature-inputs img   (old form, still accepted)
 """
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
-from typing import Dict, List, Optional
 
-import numpy as np
-import sacrebleu
+from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
+from fairseq_ctx.core.tool_logging import configure_tool_logging
 
-from fairseq_ctx.cli.score import context_accuracy, read_generate_output
-from fairseq_ctx.cli.tool_args import refuse_overwriting
-from fairseq_ctx.core.output_paths import split_files
-from fairseq_ctx.multisource.data.feature_file import ids_path, open_features, feature_path
-
-
-def _link_data_dir(data: str, target: str, skip: List[str]) -> None:
-    for name in os.listdir(data):
-        if name not in skip:
-            os.symlink(os.path.abspath(os.path.join(data, name)), os.path.join(target, name))
-
-
-def _shuffle_feature(data: str, target: str, split: str, name: str, rng: np.random.Generator) -> List[str]:
-    original = ids_path(data, split, name)
-    if os.path.exists(original):
-        rows = np.loadtxt(original, dtype=np.int64, ndmin=1)
-    else:
-        rows = np.arange(len(open_features(feature_path(data, split, name))))
-    np.savetxt(ids_path(target, split, name), rng.permutation(rows), fmt="%d")
-    return [os.path.basename(original)]
-
-
-def _extra_source_stem(data: str, split: str, lang: str, tgt: Optional[str]) -> str:
-    """``{split}.{lang}-{tgt}.{lang}``; without --target-lang the only such pair in the directory."""
-    if tgt:
-        return f"{split}.{lang}-{tgt}.{lang}"
-    found = sorted(name[:-len(".idx")] for name in os.listdir(data)
-                   if name.startswith(f"{split}.{lang}-") and name.endswith(f".{lang}.idx"))
-    if len(found) != 1:
-        sys.exit(f"fairseq-ctx-adversarial: found {found or 'no'} binarized '{lang}' files for split '{split}' in {data}; "
-                 f"pass -t/--target-lang")
-    return found[0]
-
-
-def _shuffle_text(data: str, target: str, split: str, lang: str, tgt: Optional[str], rng: np.random.Generator) -> List[str]:
-    from fairseq.data import indexed_dataset
-
-    stem = _extra_source_stem(data, split, lang, tgt)
-    dataset = indexed_dataset.MMapIndexedDataset(os.path.join(data, stem))
-    builder = indexed_dataset.MMapIndexedDatasetBuilder(os.path.join(target, stem + ".bin"), dtype=dataset._index.dtype)
-    for index in rng.permutation(len(dataset)):
-        builder.add_item(dataset[int(index)])
-    builder.finalize(os.path.join(target, stem + ".idx"))
-    return [stem + ".bin", stem + ".idx"]
-
-
-def decode(data: str, args, extra: List[str]) -> Dict[str, float]:
-    command = [str(Path(sys.executable).parent / "fairseq-generate"), data, "--user-dir", args.user_dir,
-               "--task", "multimodal_translation", "--path", args.path, "--gen-subset", args.gen_subset,
-               "--beam", str(args.beam), "--batch-size", str(args.batch_size), "--required-batch-size-multiple", "1",
-               "--feature-inputs", args.feature_inputs, "--extra-source-langs", args.extra_source_langs,
-               "--extra-source-dict", args.extra_source_dict, *extra]
-    for flag, value in (("--source-lang", args.source_lang), ("--target-lang", args.target_lang)):
-        if value:
-            command += [flag, value]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"fairseq-ctx-adversarial: fairseq-generate failed:\n{result.stderr[-3000:]}")
-    with tempfile.NamedTemporaryFile("w", suffix=".out", delete=False) as handle:
-        handle.write(result.stdout)
-    hyps, refs = read_generate_output(handle.name)
-    os.unlink(handle.name)
-    ids = sorted(hyps)
-    scores = {"bleu": sacrebleu.corpus_bleu([hyps[i] for i in ids], [[refs.get(i, "") for i in ids]]).score}
-    if args.key:
-        with open(args.key, encoding="utf-8") as key:
-            scores["accuracy"] = context_accuracy(hyps, key.read().splitlines())[0]
-    return scores
+TOOL = "fairseq-ctx-adversarial"
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("data", help="data directory of --task multimodal_translation")
-    parser.add_argument("--path", required=True, help="checkpoint")
+    add_checkpoint_args(parser, data_help="data directory of --task multimodal_translation", path_alias=True)
     parser.add_argument("--user-dir", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     parser.add_argument("--gen-subset", default="test")
     parser.add_argument("--feature-inputs", default="")
@@ -107,23 +40,27 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the results to this file")
     args, extra = parser.parse_known_args(argv)
-    refuse_overwriting(parser, {"--json": args.json}, {
-        "--path": args.path, "--key": args.key, "data": split_files(args.data, args.gen_subset)})
-    features = [n for n in args.feature_inputs.split(",") if n]
-    langs = [n for n in args.extra_source_langs.split(",") if n]
-    targets = [n for n in (args.shuffle.split(",") if args.shuffle else features + langs) if n]
-    rng = np.random.default_rng(args.seed)
-    results = {"original": decode(args.data, args, extra)}
-    for name in targets:
-        with tempfile.TemporaryDirectory() as tmp:
-            if name in features:
-                skip = _shuffle_feature(args.data, tmp, args.gen_subset, name, rng)
-            elif name in langs:
-                skip = _shuffle_text(args.data, tmp, args.gen_subset, name, args.target_lang, rng)
-            else:
-                sys.exit(f"fairseq-ctx-adversarial: '{name}' is not in --feature-inputs or --extra-source-langs")
-            _link_data_dir(args.data, tmp, skip)
-            results[f"shuffled {name}"] = decode(tmp, args, extra)
+    resolve_checkpoint_args(parser, args, data_required=True)
+    refuse_overwriting(parser, {"--json": args.json}, {**checkpoint_inputs(args, args.gen_subset), "--key": args.key})
+    logger = configure_tool_logging("adversarial")
+    from fairseq_ctx.core.tool_loading import resolve_checkpoint
+    from fairseq_ctx.multisource.adversarial import DecodeOptions, adversarial_evaluation
+
+    try:
+        checkpoint = resolve_checkpoint(args.checkpoint, args.checkpoint_file)
+    except FileNotFoundError as err:
+        sys.exit(f"{TOOL}: {err}")
+    options = DecodeOptions(checkpoint, args.user_dir, args.gen_subset, args.feature_inputs, args.extra_source_langs,
+                            args.extra_source_dict, args.source_lang, args.target_lang, args.beam, args.batch_size,
+                            args.cpu, extra)
+    inputs = args.shuffle.split(",") if args.shuffle else [*args.feature_inputs.split(","),
+                                                            *args.extra_source_langs.split(",")]
+    shuffle = [name for name in inputs if name]
+    logger.info("decoding %s unchanged and with %s shuffled", args.gen_subset, ", ".join(shuffle) or "nothing")
+    try:
+        results = adversarial_evaluation(args.data, options, shuffle, args.key, args.seed)
+    except (ValueError, RuntimeError) as err:
+        sys.exit(f"{TOOL}: {err}")
     base = results["original"]
     print("condition\t" + "\t".join(f"{m}\tdrop" for m in base))
     for condition, scores in results.items():

@@ -8,69 +8,25 @@ hierarchical: the second-level weights β (head average); flat: attention mass o
 states (head average); serial/parallel: each input's share of the context-vector norms. multisource_rnn: β
 (hierarchical) or the attention mass per input (flat), with the sentinel's share as an
 extra column when trained with --sentinel.
+
+Example:
+    fairseq-ctx-attention-plot checkpoints/hier --data data-bin --feature-inputs img --out attention
+    fairseq-ctx-attention-plot DATA --path CHECKPOINT --feature-inputs img   (old form, still accepted)
 """
 import argparse
 import json
 import os
-from typing import Dict, List
+import sys
 
-import torch
+from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
+from fairseq_ctx.core.tool_logging import configure_tool_logging
 
-from fairseq_ctx.cli.tool_args import refuse_overwriting
-from fairseq_ctx.core.checkpoint_loading import load_ensemble
-from fairseq_ctx.core.output_paths import split_files
-
-QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
-            "serial": "context-vector norm share", "parallel": "context-vector norm share",
-            "concat": "uniform (context vectors concatenated)"}
-
-
-def recorder(model, layer: int):
-    """The module that records input weights: a Transformer layer's cross-attention or the RNN decoder."""
-    if hasattr(model.decoder, "layers") and hasattr(model.decoder.layers[0], "cross_attention"):
-        return model.decoder.layers[layer].cross_attention
-    if hasattr(model.decoder, "record_input_weights"):
-        return model.decoder
-    raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
-
-
-def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
-    """(B, T, n) input weights of decoder layer ``layer`` under teacher forcing."""
-    attention = recorder(model, layer)
-    attention.record_input_weights = True
-    try:
-        with torch.no_grad():
-            model(**sample["net_input"])
-        return attention.last_input_weights
-    finally:
-        attention.record_input_weights = False
-
-
-def plot(records: List[Dict], inputs: List[str], title: str, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    label_width = 0.09 * max(len(token) for r in records for token in r["target"])
-    height = 0.35 * max(len(r["target"]) for r in records) + 2
-    fig, axes = plt.subplots(1, len(records), figsize=(len(records) * (0.7 * len(inputs) + label_width + 0.6) + 1, height),
-                             squeeze=False, gridspec_kw={"wspace": label_width + 0.4})
-    for ax, record in zip(axes[0], records):
-        image = ax.imshow(record["weights"], vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(len(inputs)), inputs, rotation=45)
-        ax.set_yticks(range(len(record["target"])), record["target"])
-        ax.set_title(f"sentence {record['id']}", fontsize=9)
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
-    fig.suptitle(title, fontsize=9)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+TOOL = "fairseq-ctx-attention-plot"
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("data", help="data directory of --task multimodal_translation")
-    parser.add_argument("--path", required=True, help="checkpoint of a hierarchical_attention_decoder model")
+    add_checkpoint_args(parser, data_help="data directory of --task multimodal_translation", path_alias=True)
     parser.add_argument("--gen-subset", default="test")
     parser.add_argument("--feature-inputs", default="")
     parser.add_argument("--extra-source-langs", default="")
@@ -78,38 +34,25 @@ def main(argv=None) -> None:
     parser.add_argument("--sentences", default="0,1,2", help="comma-separated sentence ids of the subset")
     parser.add_argument("--layer", type=int, default=-1, help="decoder layer (default: last)")
     parser.add_argument("--out", default="attention", help="writes OUT.png and OUT.json")
-    args = parser.parse_args(argv)
-    refuse_overwriting(parser, {"--out (.png)": args.out + ".png", "--out (.json)": args.out + ".json"}, {
-        "--path": args.path, "data": split_files(args.data, args.gen_subset)})
-    import fairseq_ctx  # noqa: F401  (registers the task and archs)
+    args = resolve_checkpoint_args(parser, parser.parse_args(argv), data_required=True)
+    refuse_overwriting(parser, {"--out (.png)": args.out + ".png", "--out (.json)": args.out + ".json"},
+                       checkpoint_inputs(args, args.gen_subset))
+    configure_tool_logging("attention_plot")
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError
+    from fairseq_ctx.core.tool_loading import load_models
+    from fairseq_ctx.multisource.attention_plot import QUANTITY, attention_records, plot
 
-    overrides = {"data": args.data, "feature_inputs": args.feature_inputs, "extra_source_langs": args.extra_source_langs,
+    overrides = {"feature_inputs": args.feature_inputs, "extra_source_langs": args.extra_source_langs,
                  "extra_source_dict": args.extra_source_dict}
-    models, cfg, task = load_ensemble(args.path, ["multimodal_translation"], "fairseq-ctx-attention-plot --path", overrides)
-    model = models[0].eval()
-    task.load_dataset(args.gen_subset)
-    dataset = task.datasets[args.gen_subset]
-    ids = [int(i) for i in args.sentences.split(",")]
-    sample = dataset.collater([dataset[i] for i in ids])
-    weights = input_attention(model, sample, args.layer)
-    rnn_attention = getattr(model.decoder, "attention", None)
-    combination = rnn_attention.combination if rnn_attention is not None else recorder(model, 0).combination
-    inputs = ["source"] + [spec.name for spec in model.encoder.aux_inputs]
-    if rnn_attention is not None and rnn_attention.sentinel:
-        inputs.append("sentinel")
-    records = []
-    for row, sentence_id in enumerate(sample["id"].tolist()):
-        target = sample["target"][row]
-        length = int(target.ne(task.target_dictionary.pad()).sum())
-        tokens = [task.target_dictionary[t] for t in target[:length].tolist()]
-        records.append({
-            "id": sentence_id,
-            "source": task.source_dictionary.string(sample["net_input"]["src_tokens"][row], extra_symbols_to_ignore={task.source_dictionary.pad()}),
-            "target": tokens,
-            "weights": weights[row, :length].tolist(),
-        })
-    records.sort(key=lambda r: r["id"])
-    title = f"{combination}: {QUANTITY[combination]}" + ("" if rnn_attention is not None else f", decoder layer {args.layer}")
+    try:
+        models, _, task = load_models(args.checkpoint, ["multimodal_translation"], TOOL, args.checkpoint_file,
+                                      args.data, overrides, cpu=True)
+    except (CheckpointError, FileNotFoundError) as err:
+        sys.exit(f"{TOOL}: {err}" if isinstance(err, FileNotFoundError) else str(err))
+    sentence_ids = [int(i) for i in args.sentences.split(",")]
+    combination, inputs, records = attention_records(models[0], task, args.gen_subset, sentence_ids, args.layer)
+    rnn = getattr(models[0].decoder, "attention", None) is not None
+    title = f"{combination}: {QUANTITY[combination]}" + ("" if rnn else f", decoder layer {args.layer}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     plot(records, inputs, title, args.out + ".png")
     with open(args.out + ".json", "w", encoding="utf-8") as handle:

@@ -1,143 +1,74 @@
-"""``fairseq-ctx-contrastive``: contrastive evaluation of a context-aware model.
+"""``fairseq-ctx-contrastive``: contrastive evaluation of a context-aware model on the field's
+test sets, read in their published layouts (fairseq_ctx.context.contrastive).
 
-Every example is a source sentence, its context (previous source sentences), the correct
-target and one or more contrastive targets (e.g. the wrong pronouns). The model scores every
-target (sum of token log-probabilities; ``--length-normalize`` for the mean) and the example
-is correct when the correct target scores strictly highest. Accuracy is printed overall and
-per category.
+Every candidate translation is scored (sum of token log-probabilities; ``--length-normalize``
+for the mean) given the source and its context; an example is correct when the correct
+candidate scores strictly highest. Accuracy is printed overall and per breakdown of the set
+(phenomenon, category, antecedent distance, ...) and written with ``--json``.
 
-Input: parallel text files, one example per line, the layout of the large contrastive pronoun
-sets (ContraPro EN-DE, Bawden et al. EN-FR) once split into files:
+    --format plain       --source S --reference R --contrastive C1 [C2 ...] [--context X0 [X1 ...]]
+                         [--categories L]   (parallel files, one example per line)
+    --format contrapro   --input contrapro.json   (+ contrapro.{text,context}.{en,de} from
+                         json2text_and_context.pl, in --text-dir, default: beside the JSON)
+    --format discevalmt  --input anaphora.json [lexical-choice.json]
+    --format scat        --input data/scat/highlighted.test   (the file prefix)
+    --format voita       --input consistency_testsets/deixis_test.json [...]   (--text-dir
+                         consistency_testsets/scoring_data: read the .src/.dst files instead)
 
-    --source src.txt --reference ref.txt --contrastive wrong1.txt [wrong2.txt ...]
-    [--context ctx0.txt [ctx1.txt ...]]   nearest previous sentence first; empty line = none
-    [--categories cat.txt]                one label per line (e.g. antecedent distance)
-
-An empty line in a contrastive file means the example has no such variant. Text must be
-tokenised like the training data (or give ``--spm`` with the sentencepiece model).
+Text is encoded with the model's dictionaries as it stands (tokenise the text like the
+training data), or with ``--spm MODEL``. See docs/contrastive.md.
 
 Example:
-    fairseq-ctx-contrastive checkpoints/hmce --source contrastive.src.en --reference contrastive.ref.de \\
-      --contrastive contrastive.contrastive0.de contrastive.contrastive1.de \\
-      --context contrastive.context0.en contrastive.context1.en --categories contrastive.category
+    fairseq-ctx-contrastive checkpoints/hmce --data data-bin --format discevalmt \\
+      --input anaphora.json lexical-choice.json --json discevalmt.json
 """
 import argparse
 import json
 import sys
-from collections import defaultdict
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator, model_inputs, refuse_overwriting
-
-
-class ContrastiveInputError(ValueError):
-    """The parallel contrastive files do not line up."""
-
-
-@dataclass
-class ContrastiveExample:
-    source: str
-    context: List[str]
-    reference: str
-    contrastive: List[str]
-    category: str = "all"
-
-
-def read_lines(path: str) -> List[str]:
-    with open(path, encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
-
-
-def read_contrastive_set(source: str, reference: str, contrastive: Sequence[str], context: Sequence[str] = (),
-                         categories: Optional[str] = None) -> List[ContrastiveExample]:
-    """Read the parallel files; raise :class:`ContrastiveInputError` naming every file and its
-    line count when they differ, or the line of an example without any contrastive target."""
-    if not contrastive:
-        raise ContrastiveInputError("give at least one --contrastive file")
-    paths = {"--source": [source], "--reference": [reference], "--contrastive": list(contrastive),
-             "--context": list(context), "--categories": [categories] if categories else []}
-    columns = {(flag, path): read_lines(path) for flag, files in paths.items() for path in files}
-    counts = {key: len(lines) for key, lines in columns.items()}
-    if len(set(counts.values())) > 1:
-        listing = ", ".join(f"{flag} {path}: {n} lines" for (flag, path), n in counts.items())
-        raise ContrastiveInputError(f"the contrastive files must have one line per example, but {listing}")
-    examples = []
-    for line_no in range(counts[("--source", source)]):
-        variants = [columns[("--contrastive", p)][line_no] for p in contrastive]
-        variants = [v for v in variants if v.strip()]
-        if not variants:
-            raise ContrastiveInputError(f"line {line_no + 1}: no contrastive target in {', '.join(contrastive)}")
-        examples.append(ContrastiveExample(
-            source=columns[("--source", source)][line_no],
-            context=[c for c in (columns[("--context", p)][line_no] for p in context) if c.strip()],
-            reference=columns[("--reference", reference)][line_no],
-            contrastive=variants,
-            category=columns[("--categories", categories)][line_no].strip() if categories else "all",
-        ))
-    return examples
-
-
-def evaluate(translator, examples: Sequence[ContrastiveExample], batch_size: int = 32,
-             length_normalize: bool = False) -> Dict:
-    """Score every target; returns overall and per-category accuracy and per-example scores."""
-    from fairseq_ctx.context.hub import Example
-
-    flat, owner = [], []
-    for number, example in enumerate(examples):
-        source = translator.encode_source(example.source)
-        context = [translator.encode_source(c) for c in example.context]
-        for target in [example.reference, *example.contrastive]:
-            flat.append(Example(source, context, translator.encode_target(target)))
-            owner.append(number)
-    scores: List[float] = []
-    for start in range(0, len(flat), batch_size):
-        for positional in translator.score_examples(flat[start:start + batch_size]):
-            total = float(positional.double().sum())
-            scores.append(total / positional.numel() if length_normalize else total)
-    per_example: List[List[float]] = [[] for _ in examples]
-    for number, score in zip(owner, scores):
-        per_example[number].append(score)
-    correct = [s[0] > max(s[1:]) for s in per_example]
-    by_category: Dict[str, List[bool]] = defaultdict(list)
-    for example, ok in zip(examples, correct):
-        by_category[example.category].append(ok)
-    return {
-        "accuracy": sum(correct) / len(correct) if correct else 0.0,
-        "correct": sum(correct),
-        "total": len(correct),
-        "categories": {c: {"accuracy": sum(v) / len(v), "correct": sum(v), "total": len(v)}
-                       for c, v in sorted(by_category.items())},
-        "scores": per_example,
-    }
+from fairseq_ctx.context.contrastive.example import ContrastiveInputError
+from fairseq_ctx.context.contrastive.formats import FORMATS, read_set
+from fairseq_ctx.context.contrastive.scoring import evaluate, format_report
+from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(parser)
-    parser.add_argument("--source", required=True, help="source sentences, one example per line")
-    parser.add_argument("--reference", required=True, help="correct targets")
-    parser.add_argument("--contrastive", nargs="+", required=True, help="contrastive target files (one per variant)")
-    parser.add_argument("--context", nargs="*", default=[], help="context files, nearest previous sentence first")
-    parser.add_argument("--categories", help="optional category label per example")
+    parser.add_argument("--format", choices=FORMATS, default="plain", help="layout of the test set")
+    parser.add_argument("--input", nargs="+", default=[],
+                        help="the set's file(s): JSON (contrapro, discevalmt, voita) or file prefix (scat)")
+    parser.add_argument("--text-dir", help="directory of the set's text extraction (contrapro: *.text.*, "
+                                           "*.context.*; voita: scoring_data *.src, *.dst)")
+    parser.add_argument("--source-lang", help="source language of the file names (contrapro: en, scat: en)")
+    parser.add_argument("--target-lang", help="target language of the file names (contrapro: de, scat: fr)")
+    parser.add_argument("--source", help="plain: source sentences, one example per line")
+    parser.add_argument("--reference", help="plain: correct targets")
+    parser.add_argument("--contrastive", nargs="+", default=[],
+                        help="plain: contrastive target files (one per variant)")
+    parser.add_argument("--context", nargs="*", default=[],
+                        help="plain: context files, nearest previous sentence first")
+    parser.add_argument("--categories", help="plain: a category label per example")
     parser.add_argument("--length-normalize", action="store_true", help="compare mean instead of summed log-probs")
-    parser.add_argument("--json", help="also write accuracies and per-example scores to this JSON file")
+    parser.add_argument("--json", help="also write the accuracies, breakdowns and per-example scores to this file")
     args = parser.parse_args(argv)
     refuse_overwriting(parser, {"--json": args.json}, {
-        "--source": args.source, "--reference": args.reference, "--contrastive": args.contrastive,
-        "--context": args.context, "--categories": args.categories, **model_inputs(args)})
+        "--input": args.input, "--source": args.source, "--reference": args.reference,
+        "--contrastive": args.contrastive, "--context": args.context, "--categories": args.categories,
+        **model_inputs(args)})
     try:
-        examples = read_contrastive_set(args.source, args.reference, args.contrastive, args.context, args.categories)
+        examples, skipped = read_set(args.format, args.input, args.text_dir, args.source_lang, args.target_lang,
+                                     args.source, args.reference, args.contrastive, args.context, args.categories)
     except (ContrastiveInputError, OSError) as err:
         sys.exit(f"fairseq-ctx-contrastive: {err}")
+    configure_tool_logging("contrastive")
     result = evaluate(load_translator(args), examples, args.batch_size, args.length_normalize)
-    print(f"contrastive accuracy = {result['accuracy']:.4f} ({result['correct']}/{result['total']})")
-    if args.categories:
-        for name, value in result["categories"].items():
-            print(f"  {name}: {value['accuracy']:.4f} ({value['correct']}/{value['total']})")
+    result = {"format": args.format, **result, "skipped": skipped}
+    print(format_report(result))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
+            json.dump(result, handle, indent=2, ensure_ascii=False)
 
 
 if __name__ == "__main__":

@@ -13,55 +13,9 @@ Example:
 """
 import argparse
 import json
-from typing import Dict, List
-
-import torch
-from fairseq import utils
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator, model_inputs, refuse_overwriting
-
-
-def mask_context(sample: Dict) -> Dict:
-    """The same batch with every context slot empty (no change for sentence-level batches)."""
-    net_input = dict(sample["net_input"])
-    if "context_index" in net_input:
-        net_input["context_index"] = torch.full_like(net_input["context_index"], -1)
-        net_input["context_tokens"] = net_input["context_tokens"][:0]
-    return {**sample, "net_input": net_input}
-
-
-def sentence_log_probs(translator, sample: Dict) -> List[torch.Tensor]:
-    hypos = translator.task.inference_step(translator.scorer, translator.models, sample)
-    return [h[0]["positional_scores"].double().sum().cpu() for h in hypos]
-
-
-@torch.no_grad()
-def cxmi(translator, split: str = "test", batch_size: int = 32) -> Dict:
-    task = translator.task
-    task.load_dataset(split)
-    iterator = task.get_batch_iterator(
-        dataset=task.dataset(split), max_sentences=batch_size,
-        max_positions=utils.resolve_max_positions(task.max_positions(), *[m.max_positions() for m in translator.models]),
-        ignore_invalid_inputs=False,
-    ).next_epoch_itr(shuffle=False)
-    rows = []
-    for sample in iterator:
-        if translator.device.type == "cuda":
-            sample = utils.move_to_cuda(sample)
-        with_context = sentence_log_probs(translator, sample)
-        masked = sentence_log_probs(translator, mask_context(sample))
-        lengths = sample["target"].ne(task.target_dictionary.pad()).sum(dim=1).tolist()
-        for sent_id, a, b, n in zip(sample["id"].tolist(), with_context, masked, lengths):
-            rows.append((sent_id, float(a - b), float(a), float(b), int(n)))
-    rows.sort()
-    total_tokens = sum(r[4] for r in rows)
-    return {
-        "cxmi": sum(r[1] for r in rows) / len(rows),
-        "cxmi_per_token": sum(r[1] for r in rows) / total_tokens,
-        "sentences": len(rows),
-        "target_tokens": total_tokens,
-        "per_sentence": rows,
-    }
+from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:
@@ -73,6 +27,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     refuse_overwriting(parser, {"--per-sentence": args.per_sentence, "--json": args.json},
                        model_inputs(args, args.gen_subset))
+    configure_tool_logging("cxmi")
+    from fairseq_ctx.context.cxmi import cxmi
+
     result = cxmi(load_translator(args), args.gen_subset, args.batch_size)
     print(f"CXMI = {result['cxmi']:.4f} nats per sentence, {result['cxmi_per_token']:.5f} per target token "
           f"({result['sentences']} sentences)")

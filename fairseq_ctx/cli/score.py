@@ -1,72 +1,54 @@
-"""``fairseq-ctx-score``: BLEU and context accuracy of a ``fairseq-generate`` output.
+"""``fairseq-ctx-score``: sacreBLEU BLEU and chrF (and COMET) of translations, or BLEU and context accuracy.
 
-Context accuracy: for every line of the answer key that is not empty
-(``expected|alternative,alternative``), the hypothesis is correct when it contains the
-expected word and none of the alternatives.
+Without --context-key: BLEU and chrF by sacreBLEU on detokenized text, printed with sacreBLEU's
+signature, and COMET when unbabel-comet is installed (the 'comet' extra). Translations come
+from a fairseq-generate output (D- lines, else H-; T- references; S- sources) and/or plain
+files, one sentence per line (--hyp, --ref, --src); sentencepiece pieces are removed as
+fairseq-generate --post-process sentencepiece does.
+
+With --context-key (answer key, one line per test sentence, ``expected|alternative,alternative``
+or empty): BLEU of the H- lines and context accuracy -- a context-dependent sentence is correct
+when its hypothesis contains the expected word and none of the alternatives.
 """
 import argparse
 import json
 import sys
-from typing import Dict, List, Tuple
-
-import sacrebleu
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting
-
-
-def read_generate_output(path: str) -> Tuple[Dict[int, str], Dict[int, str]]:
-    """Best hypothesis (first H line) and reference (T line) per sentence id."""
-    hyps: Dict[int, str] = {}
-    refs: Dict[int, str] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            fields = line.rstrip("\n").split("\t")
-            if line.startswith("H-"):
-                hyps.setdefault(int(fields[0][2:]), fields[2] if len(fields) > 2 else "")
-            elif line.startswith("T-"):
-                refs[int(fields[0][2:])] = fields[1] if len(fields) > 1 else ""
-    return hyps, refs
-
-
-def context_accuracy(hyps: Dict[int, str], key_lines: List[str]) -> Tuple[float, int, int]:
-    correct = total = 0
-    for sent_id, key in enumerate(key_lines):
-        key = key.strip()
-        if not key or sent_id not in hyps:
-            continue
-        expected, alternatives = key.split("|")
-        words = set(hyps[sent_id].split())
-        total += 1
-        correct += expected in words and not words.intersection(alternatives.split(","))
-    return (correct / total if total else 0.0), correct, total
-
-
-def score(generate_output: str, context_key: str) -> Dict[str, float]:
-    hyps, refs = read_generate_output(generate_output)
-    if not hyps:
-        raise ValueError(f"{generate_output} has no H- lines; is it fairseq-generate output?")
-    ids = sorted(hyps)
-    bleu = sacrebleu.corpus_bleu([hyps[i] for i in ids], [[refs.get(i, "") for i in ids]])
-    with open(context_key, encoding="utf-8") as handle:
-        key_lines = handle.read().splitlines()
-    if len(ids) != len(key_lines) or max(ids) >= len(key_lines):
-        raise ValueError(
-            f"{generate_output} has {len(ids)} hypotheses but {context_key} has {len(key_lines)} lines; "
-            f"translate the whole split (fairseq-generate --required-batch-size-multiple 1 keeps every sentence)"
-        )
-    accuracy, correct, total = context_accuracy(hyps, key_lines)
-    return {"bleu": bleu.score, "context_accuracy": accuracy, "context_correct": correct,
-            "context_total": total, "sentences": len(ids)}
+from fairseq_ctx.core.scoring import DEFAULT_COMET_MODEL, REMOVE_BPE, load_translations, score, translation_scores
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("generate_output", help="stdout of fairseq-generate")
-    parser.add_argument("--context-key", required=True, help="answer key, one line per test sentence")
+    parser.add_argument("generate_output", nargs="?", help="stdout of fairseq-generate")
+    parser.add_argument("--hyp", help="hypotheses, one per line (instead of a generate output)")
+    parser.add_argument("--ref", help="references, one per line (instead of the generate output's T- lines)")
+    parser.add_argument("--src", help="sources, one per line, for COMET (instead of the S- lines)")
+    parser.add_argument("--remove-bpe", choices=REMOVE_BPE, default="auto",
+                        help="subword segmentation to undo (fairseq's --post-process); auto: sentencepiece when "
+                             "the text holds '▁' pieces, else none")
+    parser.add_argument("--tokenize", help="sacreBLEU's BLEU tokenizer (default 13a; e.g. zh, ja-mecab, intl)")
+    parser.add_argument("--comet-model", default=DEFAULT_COMET_MODEL,
+                        help="COMET model name or local checkpoint (used when unbabel-comet is installed)")
+    parser.add_argument("--no-comet", action="store_true", help="skip COMET even when unbabel-comet is installed")
+    parser.add_argument("--context-key", help="answer key, one line per test sentence: BLEU + context accuracy")
     parser.add_argument("--json", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
-    refuse_overwriting(parser, {"--json": args.json},
-                       {"generate_output": args.generate_output, "--context-key": args.context_key})
+    refuse_overwriting(parser, {"--json": args.json}, {
+        "generate_output": args.generate_output, "--hyp": args.hyp, "--ref": args.ref, "--src": args.src,
+        "--context-key": args.context_key})
+    if args.context_key:
+        if not args.generate_output or args.hyp or args.ref or args.src:
+            parser.error("--context-key scores a fairseq-generate output alone (no --hyp, --ref, --src)")
+        result = _context_scores(args)
+    else:
+        result = _translation_scores(args)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=2)
+
+
+def _context_scores(args: argparse.Namespace) -> dict:
     try:
         result = score(args.generate_output, args.context_key)
     except ValueError as err:
@@ -74,9 +56,22 @@ def main(argv=None) -> None:
     print(f"BLEU = {result['bleu']:.2f}")
     print(f"context accuracy = {result['context_accuracy']:.3f} "
           f"({result['context_correct']}/{result['context_total']} context-dependent sentences)")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
+    return result
+
+
+def _translation_scores(args: argparse.Namespace) -> dict:
+    try:
+        hyps, refs, srcs = load_translations(args.generate_output, args.hyp, args.ref, args.src, args.remove_bpe)
+    except (ValueError, OSError) as err:
+        sys.exit(f"fairseq-ctx-score: {err}")
+    result = translation_scores(hyps, refs, srcs, args.tokenize, None if args.no_comet else args.comet_model)
+    print(result["bleu_line"])
+    print(result["chrf_line"])
+    if "comet" in result:
+        print(f"COMET ({result['comet_model']}) = {result['comet']:.4f}")
+    else:
+        print(f"COMET not computed: {result['comet_skipped']}", file=sys.stderr)
+    return result
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ import sys
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator
 from fairseq_ctx.core.output_paths import stdout_is
+from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.text_input import TextEncodingError, check_utf8, utf8_lines
+from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:
@@ -38,11 +40,13 @@ def main(argv=None) -> None:
             check_utf8(args.input)
         except (TextEncodingError, OSError) as err:
             parser.exit(2, f"fairseq-ctx-translate-doc: error: {err}\n")
+    configure_tool_logging("translate_doc")
     translator = load_translator(args, beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
                                  max_len_b=args.max_len_b)
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
     try:
-        for translation in translator.translate_stream(utf8_lines(source, name), batch_size=args.batch_size):
+        lines = translator.translate_stream(utf8_lines(source, name), batch_size=args.batch_size)
+        for translation in progress(lines, desc="translate", unit="line"):
             sys.stdout.write(translation + "\n")
             sys.stdout.flush()
     except TextEncodingError as err:

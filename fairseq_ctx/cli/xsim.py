@@ -1,78 +1,57 @@
-"""``fairseq-ctx-xsim``: bitext retrieval error between two aligned embedding files.
+"""``fairseq-ctx-xsim``: bitext retrieval error (xsim) between two aligned embedding files, as LASER computes it.
 
-Row i of the source file should retrieve row i of the target file. Scores: cosine, or
-LASER's ratio margin cos(x, y) / (mean cos of x's k nearest targets / 2 + mean cos of y's k
-nearest sources / 2). Error = share of rows whose best-scoring candidate is not the aligned
-one; both directions are reported. Computed in blocks, so memory is O(block · n).
+Row i of the source file is the translation of row i of the target file. Every row retrieves
+the best-scoring of its k nearest rows on the other side by cosine (absolute), ratio margin or
+distance margin (Artetxe & Schwenk, 2019); the error is the share of wrong retrievals, in both
+directions. With --tgt-text (--src-text) a retrieval from the source (target) side counts as
+right when its text equals the aligned sentence's text (test sets have duplicate sentences).
 """
 import argparse
 import json
 
-import numpy as np
-
 from fairseq_ctx.cli.tool_args import refuse_overwriting
 
-BLOCK = 2048
-
-
-def _normalise(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
-def knn_mean_similarity(queries: np.ndarray, keys: np.ndarray, k: int) -> np.ndarray:
-    """Mean cosine of each (normalised) query row to its k nearest key rows."""
-    k = min(k, len(keys))
-    out = np.empty(len(queries), dtype=np.float32)
-    for start in range(0, len(queries), BLOCK):
-        sims = queries[start:start + BLOCK] @ keys.T
-        out[start:start + BLOCK] = np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
-    return out
-
-
-def retrieval_error(src: np.ndarray, tgt: np.ndarray, margin: bool = False, k: int = 4) -> float:
-    """Share of source rows whose nearest target (cosine or margin score) is not the aligned row."""
-    if src.shape != tgt.shape:
-        raise ValueError(f"xsim: the two embedding files must be aligned, got shapes {src.shape} and {tgt.shape}")
-    src, tgt = _normalise(src), _normalise(tgt)
-    if margin:
-        src_knn, tgt_knn = knn_mean_similarity(src, tgt, k), knn_mean_similarity(tgt, src, k)
-    wrong = 0
-    for start in range(0, len(src), BLOCK):
-        scores = src[start:start + BLOCK] @ tgt.T
-        if margin:
-            scores = scores / (src_knn[start:start + BLOCK, None] / 2 + tgt_knn[None, :] / 2)
-        wrong += int((scores.argmax(axis=1) != np.arange(start, start + len(scores))).sum())
-    return wrong / len(src)
-
-
-def xsim(src: np.ndarray, tgt: np.ndarray, k: int = 4) -> dict:
-    return {
-        "cosine_src2tgt": retrieval_error(src, tgt),
-        "cosine_tgt2src": retrieval_error(tgt, src),
-        "margin_src2tgt": retrieval_error(src, tgt, margin=True, k=k),
-        "margin_tgt2src": retrieval_error(tgt, src, margin=True, k=k),
-    }
+MARGINS = ("absolute", "ratio", "distance")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("src", help=".npy embeddings, row i aligned with row i of tgt")
-    parser.add_argument("tgt", help=".npy embeddings")
-    parser.add_argument("--k", type=int, default=4, help="neighbours for the margin score (LASER: 4)")
-    parser.add_argument("--json", help="also write the errors here")
+    parser.add_argument("src", help="source embeddings: .npy (rows, dim), or LASER's raw float32 file with --dim")
+    parser.add_argument("tgt", help="target embeddings, row i aligned with row i of src")
+    parser.add_argument("--margin", action="append", choices=MARGINS,
+                        help="scores to report, repeatable (default: all three; LASER's default is ratio)")
+    parser.add_argument("--k", type=int, default=4, help="nearest neighbours for the margins (LASER: 4)")
+    parser.add_argument("--src-text", help="text embedded as src, one line per row: textual error for tgt→src")
+    parser.add_argument("--tgt-text", help="text embedded as tgt, one line per row: textual error for src→tgt")
+    parser.add_argument("--search", choices=("auto", "faiss", "exact"), default="auto",
+                        help="nearest-neighbour search: faiss when importable (auto), or exact numpy; same results")
+    parser.add_argument("--dim", type=int, help="row dimension of LASER's raw binary embedding files")
+    parser.add_argument("--fp16", action="store_true", help="raw binary embedding files are float16")
+    parser.add_argument("--json", help="also write the errors to this JSON file")
     args = parser.parse_args(argv)
-    refuse_overwriting(parser, {"--json": args.json}, {"src": args.src, "tgt": args.tgt})
-    src, tgt = np.load(args.src, mmap_mode="r"), np.load(args.tgt, mmap_mode="r")
+    refuse_overwriting(parser, {"--json": args.json}, {
+        "src": args.src, "tgt": args.tgt, "--src-text": args.src_text, "--tgt-text": args.tgt_text})
+
+    from fairseq_ctx.embedding.xsim import resolve_search, xsim_files
+
+    margins = args.margin or list(MARGINS)
     try:
-        result = xsim(np.asarray(src), np.asarray(tgt), args.k)
-    except ValueError as err:
+        result = xsim_files(args.src, args.tgt, margins, args.k, args.src_text, args.tgt_text, args.search,
+                            args.dim, args.fp16)
+    except (ValueError, ImportError) as err:
         parser.exit(2, f"fairseq-ctx-xsim: error: {err}\n")
-    for key, value in result.items():
-        print(f"{key}\t{100 * value:.2f}%")
+    search = resolve_search(args.search)
+    rows = next(iter(result.values()))["src2tgt"].total
+    print(f"xsim error, {rows} sentences, k={args.k}, {search} search")
+    print("margin    direction  error%   errors  type")
+    for margin, directions in result.items():
+        for direction, error in directions.items():
+            print(f"{margin:<9} {direction:<10} {error.percent:6.2f}  {error.errors:7d}  {error.error_type}")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=2)
+        report = {"k": args.k, "rows": rows, "search": search,
+                  "results": {m: {d: e.as_dict() for d, e in directions.items()} for m, directions in result.items()}}
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=2)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ The model is only used through ``task.build_generator`` / ``task.inference_step`
 task's own context batching (:class:`ContextTranslationDataset`), so the API works for every
 architecture (transformer with ``--context-size 0``, hce, hmce, ctx_concat, dat, han, dct).
 """
-import glob
-import os
 from argparse import Namespace
 from collections import deque
 from dataclasses import dataclass, field
@@ -20,8 +18,8 @@ import torch
 from fairseq import utils
 from fairseq.data import LanguagePairDataset
 
-import fairseq_ctx  # noqa: F401  (registers the task and the archs, allow-lists checkpoint classes)
-from fairseq_ctx.core.checkpoint_loading import load_ensemble
+from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
+from fairseq_ctx.core.tool_loading import load_models
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 
 
@@ -35,15 +33,6 @@ class Example:
     target: Optional[torch.Tensor] = None
 
 
-def resolve_checkpoint(path: str, checkpoint_file: str = "checkpoint_best.pt") -> str:
-    if os.path.isfile(path):
-        return path
-    candidate = os.path.join(path, checkpoint_file)
-    if not os.path.isfile(candidate):
-        raise FileNotFoundError(f"no checkpoint {candidate}; pass a checkpoint file or a directory holding {checkpoint_file}")
-    return candidate
-
-
 class DocumentTranslator:
     """A loaded context-aware model with document-level translation and scoring."""
 
@@ -53,11 +42,7 @@ class DocumentTranslator:
         self.models = models
         self.src_dict, self.tgt_dict = task.source_dictionary, task.target_dictionary
         self.context_size = int(getattr(task.cfg, "context_size", 0))
-        self.spm = None
-        if spm_model:
-            import sentencepiece
-
-            self.spm = sentencepiece.SentencePieceProcessor(model_file=spm_model)
+        self.spm = SentencePieceCodec(spm_model) if spm_model else None
         self.generator = task.build_generator(
             models, Namespace(beam=beam, nbest=1, max_len_a=max_len_a, max_len_b=max_len_b, lenpen=lenpen)
         )
@@ -65,9 +50,7 @@ class DocumentTranslator:
         self.device = next(models[0].parameters()).device
 
     def encode(self, line: str, dictionary) -> torch.Tensor:
-        line = line.strip()
-        if self.spm is not None:
-            line = " ".join(self.spm.encode(line, out_type=str))
+        line = self.spm.encode(line) if self.spm is not None else line.strip()
         return dictionary.encode_line(line, add_if_not_exist=False, append_eos=True).long()
 
     def encode_source(self, line: str) -> torch.Tensor:
@@ -79,7 +62,7 @@ class DocumentTranslator:
     def decode(self, tokens: torch.Tensor) -> str:
         text = self.tgt_dict.string(tokens.int().cpu(), extra_symbols_to_ignore={self.tgt_dict.eos()})
         if self.spm is not None:
-            return self.spm.decode(text.split())
+            return self.spm.decode(text)
         return text
 
     def make_sample(self, examples: Sequence[Example]) -> Dict:
@@ -180,15 +163,6 @@ def load(checkpoint: str, checkpoint_file: str = "checkpoint_best.pt", data: Opt
     """Load a checkpoint directory (or file). The dictionaries come from ``data`` if given, else
     from the checkpoint directory when it holds ``dict.*.txt``, else from the data directory
     recorded in the checkpoint. ``generation``: beam, max_len_a, max_len_b, lenpen."""
-    path = resolve_checkpoint(checkpoint, checkpoint_file)
-    directory = os.path.dirname(os.path.abspath(path))
-    if data is None and glob.glob(os.path.join(directory, "dict.*.txt")):
-        data = directory
-    overrides = {"data": data} if data else {}
-    models, _, task = load_ensemble(path, ["context_translation"], "fairseq_ctx.context.hub.load", overrides)
-    use_cuda = torch.cuda.is_available() and not cpu
-    for model in models:
-        model.eval()
-        if use_cuda:
-            model.cuda()
+    models, _, task = load_models(checkpoint, ["context_translation"], "fairseq_ctx.context.hub.load",
+                                  checkpoint_file=checkpoint_file, data=data, cpu=cpu)
     return DocumentTranslator(task, models, spm_model=spm_model, **generation)

@@ -11,6 +11,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
+from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 from fairseq_ctx.core.model_family import check_model_family
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class ContextTranslationTask(TranslationTask):
         if self.cfg.context_size < 0:
             raise ValueError(f"--context-size must be >= 0, got {self.cfg.context_size}")
         if self.cfg.context_size == 0:
+            self.datasets[split] = LanguagePairWrapper(pair)
             return
         codes = read_docids(docids_path(data_path, split), split, len(pair))
         self.datasets[split] = ContextTranslationDataset(

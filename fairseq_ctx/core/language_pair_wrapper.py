@@ -1,11 +1,17 @@
 """Base for datasets that add inputs to the batches of a fairseq LanguagePairDataset."""
+from typing import Dict, List
+
 import numpy as np
 from fairseq.data import FairseqDataset, LanguagePairDataset
 
+from fairseq_ctx.core.complete_batches import complete_batches
+
 
 class LanguagePairWrapper(FairseqDataset):
-    """Delegates sizes, ordering, filtering and epochs to the wrapped ``pair``; subclasses add
-    their inputs in ``__getitem__``/``collater`` and count them in ``extra_tokens``."""
+    """Delegates examples, sizes, ordering, filtering and epochs to the wrapped ``pair``;
+    subclasses add their inputs in ``__getitem__``/``collater`` and count them in
+    ``extra_tokens``. Used as is, it is ``pair`` with batches that keep every example
+    (:func:`~fairseq_ctx.core.complete_batches.complete_batches`)."""
 
     def __init__(self, pair: LanguagePairDataset):
         super().__init__()
@@ -13,6 +19,20 @@ class LanguagePairWrapper(FairseqDataset):
 
     def __len__(self) -> int:
         return len(self.pair)
+
+    def __getitem__(self, index: int) -> Dict:
+        return self.pair[index]
+
+    def collater(self, samples: List[Dict], pad_to_length=None) -> Dict:
+        return self.pair.collater(samples, pad_to_length=pad_to_length)
+
+    @property
+    def src(self):
+        return self.pair.src
+
+    @property
+    def tgt(self):
+        return self.pair.tgt
 
     def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
         """Tokens an example adds to its source side in the token budget (none by default)."""
@@ -47,6 +67,11 @@ class LanguagePairWrapper(FairseqDataset):
 
     def filter_indices_by_size(self, indices, max_sizes):
         return self.pair.filter_indices_by_size(indices, max_sizes)
+
+    def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+        """fairseq's batching, with the examples it drops given back as a last batch."""
+        batches = super().batch_by_size(indices, max_tokens, max_sentences, required_batch_size_multiple)
+        return complete_batches(indices, batches)
 
     @property
     def supports_prefetch(self) -> bool:

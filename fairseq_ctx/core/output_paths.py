@@ -39,8 +39,8 @@ def check_outputs(outputs: Mapping[str, PathSpec], inputs: Mapping[str, PathSpec
         for in_label, in_path in read:
             if same_file(out_path, in_path):
                 raise OutputPathError(
-                    f"{out_label} {out_path} is the same file as the input {in_label} {in_path}; writing it would "
-                    f"destroy the input. Choose another output path"
+                    f"{out_label} {out_path} is one of the inputs: the same file as {in_label} {in_path}; writing it "
+                    f"would destroy the input. Choose another output path"
                 )
     for number, (label_a, path_a) in enumerate(written):
         for label_b, path_b in written[number + 1:]:

@@ -1,4 +1,7 @@
 """Multi-source and multimodal MT: the ``multimodal_translation`` task, the Transformer with a
 multi-input decoder (serial, parallel, flat, hierarchical), the RNN variant and the
 ``imagination`` criterion (Libovický 2019 ch. 5)."""
-from fairseq_ctx.multisource import imagination, representations, rnn, task, transformer  # noqa: F401  (registration)
+
+# The modules that register tasks, architectures and criterions with fairseq, imported by
+# fairseq_ctx.core.registration as soon as fairseq is imported (not when this package is).
+REGISTERING_MODULES = ("imagination", "representations", "rnn", "task", "transformer")

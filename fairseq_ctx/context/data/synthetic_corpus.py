@@ -7,6 +7,11 @@ Source "English" and target German-like text. A document is a sequence of episod
 - *pronoun, distance 2*: the same with a noun-free filler sentence in between;
 - *context-free*: a transitive sentence with two nouns, or a filler sentence.
 
+The ``hard`` setting adds long-distance episodes: the antecedent (always the subject of its
+sentence) is 3 or 4 sentences back, and the sentences in between name distractor nouns of
+other genders as objects ("yesterday we saw the lamp ."), so a model has to find the most
+recent *subject*, not the nearest noun; it needs ``--context-size 4``.
+
 The source pronoun is always "it", so a sentence-level model can guess the target pronoun
 only at chance (three genders, balanced: 1/3). Every pronoun sentence is listed in the
 answer key (``{split}.ctxkey``: ``expected|alternative,alternative`` or an empty line).
@@ -39,6 +44,8 @@ TIMES = [("yesterday", "gestern"), ("then", "dann"), ("later", "spaeter"), ("sud
 PAST_VERBS = [("laughed", "lachten"), ("sang", "sangen"), ("waited", "warteten"), ("slept", "schliefen"),
               ("danced", "tanzten")]
 SUBJECTS = [("we", "wir"), ("you", "ihr")]
+SAW = {"we": "sahen", "you": "saht"}
+SETTINGS = ("standard", "hard")
 
 Sentence = Tuple[str, str, str]  # source, target, answer key
 
@@ -53,10 +60,13 @@ class CorpusSizes:
 class DocumentGenerator:
     """Seeded generator of documents (lists of (source, target, key) sentences)."""
 
-    def __init__(self, seed: int, min_episodes: int = 3, max_episodes: int = 5):
+    def __init__(self, seed: int, min_episodes: int = 3, max_episodes: int = 5, setting: str = "standard"):
+        if setting not in SETTINGS:
+            raise ValueError(f"unknown corpus setting {setting!r}; choose one of {', '.join(SETTINGS)}")
         self.rng = random.Random(seed)
         self.min_episodes = min_episodes
         self.max_episodes = max_episodes
+        self.setting = setting
 
     def noun(self) -> Tuple[str, str, str]:
         gender = self.rng.choice("mfn")
@@ -91,19 +101,34 @@ class DocumentGenerator:
         verb_src, verb_tgt = self.rng.choice(PAST_VERBS)
         return f"{time_src} {subj_src} {verb_src} .", f"{time_tgt} {verb_tgt} {subj_tgt} .", ""
 
+    def distractor(self, antecedent_gender: str) -> Sentence:
+        """A sentence naming a noun of another gender as its object: never an antecedent."""
+        gender = self.rng.choice([g for g in "mfn" if g != antecedent_gender])
+        src_noun, tgt_noun = self.rng.choice(NOUNS[gender])
+        time_src, time_tgt = self.rng.choice(TIMES)
+        subj_src, subj_tgt = self.rng.choice(SUBJECTS)
+        return (f"{time_src} {subj_src} saw the {src_noun} .",
+                f"{time_tgt} {SAW[subj_src]} {subj_tgt} {ACCUSATIVE[gender]} {tgt_noun} .", "")
+
     def transitive(self) -> Sentence:
         g1, s1, t1 = self.noun()
         g2, s2, t2 = self.noun()
         return f"the {s1} sees the {s2} .", f"{NOMINATIVE[g1]} {t1} sieht {ACCUSATIVE[g2]} {t2} .", ""
 
     def episode(self) -> List[Sentence]:
-        kind = self.rng.choices(["near", "far", "transitive", "filler"], weights=[3, 2, 1, 1])[0]
+        kinds, weights = ["near", "far", "transitive", "filler"], [3, 2, 1, 1]
+        if self.setting == "hard":
+            kinds, weights = kinds + ["distant"], [1, 1, 1, 1, 4]
+        kind = self.rng.choices(kinds, weights=weights)[0]
         if kind == "transitive":
             return [self.transitive()]
         if kind == "filler":
             return [self.filler()]
         intro, gender = self.intro()
-        middle = [self.filler()] if kind == "far" else []
+        if kind == "distant":
+            middle = [self.distractor(gender) for _ in range(self.rng.randint(2, 3))]
+        else:
+            middle = [self.filler()] if kind == "far" else []
         return [intro, *middle, self.pronoun(gender)]
 
     def document(self) -> List[Sentence]:
@@ -116,13 +141,14 @@ class DocumentGenerator:
 SPLIT_SEED_OFFSET = {"train": 0, "valid": 1, "test": 2}
 
 
-def write_corpus(out_dir: str, sizes: CorpusSizes, seed: int = 1, src_lang: str = "en", tgt_lang: str = "de") -> Dict[str, int]:
+def write_corpus(out_dir: str, sizes: CorpusSizes, seed: int = 1, src_lang: str = "en", tgt_lang: str = "de",
+                 setting: str = "standard") -> Dict[str, int]:
     """Write ``{split}.{src_lang}`` / ``{split}.{tgt_lang}`` as plain-text documents separated
     by a blank line, plus the flat answer key ``{split}.ctxkey``. Returns sentences per split."""
     os.makedirs(out_dir, exist_ok=True)
     counts = {}
     for split, num_docs in (("train", sizes.train), ("valid", sizes.valid), ("test", sizes.test)):
-        generator = DocumentGenerator(seed * 1000 + SPLIT_SEED_OFFSET[split])
+        generator = DocumentGenerator(seed * 1000 + SPLIT_SEED_OFFSET[split], setting=setting)
         docs = [generator.document() for _ in range(num_docs)]
         paths = {name: os.path.join(out_dir, f"{split}.{name}") for name in (src_lang, tgt_lang, "ctxkey")}
         with open(paths[src_lang], "w", encoding="utf-8") as src, open(paths[tgt_lang], "w", encoding="utf-8") as tgt, \

@@ -6,6 +6,8 @@ import torch
 from fairseq.data import FairseqDataset, data_utils
 from torch import Tensor
 
+from fairseq_ctx.core.complete_batches import complete_batches
+
 
 class MultilingualEmbeddingDataset(FairseqDataset):
     """All language pairs of a split behind one index (SPEC §5, T-MDE training data).
@@ -72,13 +74,15 @@ class MultilingualEmbeddingDataset(FairseqDataset):
         return order[np.argsort(self.src_sizes[order], kind="mergesort")]
 
     def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
-        """fairseq's token-count batching, run separately per language pair."""
+        """fairseq's token-count batching, run separately per language pair; the examples fairseq
+        drops at the end of each pair come back as a last batch of that pair."""
         pair_of = self.index_map[indices, 0]
         batches: List[np.ndarray] = []
         for pair in range(len(self.pairs)):
             chosen = indices[pair_of == pair]
             if len(chosen):
-                batches.extend(super().batch_by_size(chosen, max_tokens, max_sentences, required_batch_size_multiple))
+                pair_batches = super().batch_by_size(chosen, max_tokens, max_sentences, required_batch_size_multiple)
+                batches.extend(complete_batches(chosen, pair_batches))
         return batches
 
     def _decoder_input(self, tokens: List[Tensor], lang: str) -> List[Tensor]:

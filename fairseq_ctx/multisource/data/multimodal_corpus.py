@@ -1,5 +1,5 @@
 """A generated multimodal corpus in which some source words are ambiguous and only the
-auxiliary input decides their translation (demo and tests for SPEC §4).
+auxiliary input decides their translation (demo and tests of the multi-source models, Libovický 2019 ch. 5).
 
 Each sentence has an "image": R regions of d-dimensional features. For a sentence with an
 ambiguous word ("bank" → ufer | bank, …) one random region holds the prototype vector of the
@@ -13,8 +13,6 @@ import os
 import random
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
-
-import numpy as np
 
 from fairseq_ctx.context.data.synthetic_corpus import ADJECTIVES, ADVERBS, NOUNS, VERBS
 
@@ -62,6 +60,8 @@ def _sentence(rng: random.Random, ambiguous: bool) -> Tuple[str, str, str, str, 
 
 def write_multimodal_corpus(out_dir: str, sizes: MultimodalCorpusSizes, seed: int = 1) -> Dict[str, int]:
     """Write the text files and ``{split}.img.npy``; returns sentences per split."""
+    import numpy as np
+
     os.makedirs(out_dir, exist_ok=True)
     prototypes = np.random.default_rng(seed).standard_normal((len(SENSES), sizes.feature_dim)).astype(np.float32)
     counts = {}

@@ -1,0 +1,191 @@
+"""Scores of translations: sacreBLEU's BLEU and chrF with their signatures (Post, 2018), COMET
+(Rei et al., 2020) when unbabel-comet is installed, and the context accuracy of an answer key.
+
+BLEU, chrF and COMET are computed on detokenized text: hypotheses from the ``D-`` lines of
+``fairseq-generate`` (``H-`` when there are none), references from ``T-`` lines or a plain
+file, sentencepiece pieces removed as ``fairseq-generate --post-process sentencepiece`` does.
+"""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from fairseq_ctx.core.generate_output import read_generate_lines, read_generate_output
+
+PIECE = "\u2581"
+REMOVE_BPE = ("auto", "sentencepiece", "subword_nmt", "none")
+DEFAULT_COMET_MODEL = "Unbabel/wmt22-comet-da"
+# (hypotheses, references, sources or None)
+Translations = Tuple[List[str], Optional[List[str]], Optional[List[str]]]
+
+
+class ScoringInputError(ValueError):
+    """Hypotheses, references or sources that cannot be scored together."""
+
+
+def remove_bpe(lines: Sequence[str], symbol: str = "auto") -> List[str]:
+    """``lines`` with subword segmentation undone by fairseq's ``post_process``; ``auto`` is
+    ``sentencepiece`` when a line holds a '▁' piece and ``none`` otherwise, so text that is
+    already detokenized is left as it is."""
+    if symbol not in REMOVE_BPE:
+        raise ValueError(f"--remove-bpe must be one of {', '.join(REMOVE_BPE)}, got '{symbol}'")
+    if symbol == "auto":
+        symbol = "sentencepiece" if any(PIECE in line for line in lines) else "none"
+    if symbol == "none":
+        return list(lines)
+    from fairseq.data.data_utils import post_process
+
+    return [post_process(line, symbol) for line in lines]
+
+
+def _read_lines(path: str, option: str) -> List[str]:
+    with open(path, encoding="utf-8") as handle:
+        lines = [line.rstrip("\n") for line in handle]
+    if not lines:
+        raise ScoringInputError(f"{option} {path} is empty; it needs one sentence per line")
+    return lines
+
+
+def _in_id_order(texts: Dict[int, str], ids: List[int], path: str, kind: str, fix: str) -> List[str]:
+    missing = [i for i in ids if i not in texts]
+    if missing:
+        raise ScoringInputError(f"{path} has no {kind}- line for {len(missing)} of its {len(ids)} sentences "
+                                f"(first: sentence {missing[0]}); {fix}")
+    return [texts[i] for i in ids]
+
+
+def _from_generate_output(path: str, need_refs: bool, need_sources: bool,
+                          aligned_to_files: bool) -> Translations:
+    lines = read_generate_lines(path)
+    hypotheses = lines["D"] or lines["H"]
+    if not hypotheses:
+        raise ScoringInputError(f"{path} has no D- or H- lines; is it fairseq-generate output?")
+    ids = sorted(hypotheses)
+    if aligned_to_files and ids != list(range(len(ids))):
+        raise ScoringInputError(f"{path} has hypotheses for {len(ids)} sentence ids, not for every id 0..{max(ids)}; "
+                                f"translate the whole split (fairseq-generate --required-batch-size-multiple 1, "
+                                f"no --skip-invalid-size-inputs-valid-test) so that line i of --ref / --src is "
+                                f"sentence i")
+    refs = sources = None
+    if need_refs:
+        refs = _in_id_order(lines["T"], ids, path, "T", "give the references with --ref, or generate on a split "
+                                                        "that has targets")
+    if need_sources and lines["S"]:
+        sources = _in_id_order(lines["S"], ids, path, "S", "give the sources with --src")
+    return [hypotheses[i] for i in ids], refs, sources
+
+
+def load_translations(generate_output: Optional[str] = None, hyp: Optional[str] = None, ref: Optional[str] = None,
+                      src: Optional[str] = None, symbol: str = "auto") -> Translations:
+    """(hypotheses, references, sources or None), detokenized and aligned, from a
+    ``fairseq-generate`` output and/or plain files (``--hyp``, ``--ref``, ``--src``, one
+    sentence per line); plain files take the place of the output's lines of that kind."""
+    if (generate_output is None) == (hyp is None):
+        raise ScoringInputError("give either a fairseq-generate output or --hyp (a file of hypotheses), not both")
+    if hyp is not None:
+        if ref is None:
+            raise ScoringInputError(f"--hyp {hyp} needs --ref, the references, one per line")
+        hyps, refs, sources = _read_lines(hyp, "--hyp"), None, None
+        counts = [(f"--hyp {hyp}", len(hyps))]
+    else:
+        hyps, refs, sources = _from_generate_output(generate_output, ref is None, src is None,
+                                                    aligned_to_files=bool(ref or src))
+        counts = [(generate_output, len(hyps))]
+    if ref is not None:
+        refs = _read_lines(ref, "--ref")
+        counts.append((f"--ref {ref}", len(refs)))
+    if src is not None:
+        sources = _read_lines(src, "--src")
+        counts.append((f"--src {src}", len(sources)))
+    if len({count for _, count in counts}) > 1:
+        described = ", ".join(f"{name}: {count} lines" for name, count in counts)
+        raise ScoringInputError(f"hypotheses, references and sources must be aligned, one sentence per line, "
+                                f"but {described}")
+    return (remove_bpe(hyps, symbol), remove_bpe(refs, symbol),
+            remove_bpe(sources, symbol) if sources is not None else None)
+
+
+def comet_available() -> bool:
+    try:
+        import comet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def comet_score(sources: Sequence[str], hypotheses: Sequence[str], references: Sequence[str],
+                model: str = DEFAULT_COMET_MODEL, batch_size: int = 8) -> float:
+    """COMET's system score (Rei et al., 2020); ``model`` is a model name (downloaded by
+    unbabel-comet on first use) or the path of a local COMET checkpoint."""
+    import os
+
+    from comet import download_model, load_from_checkpoint
+
+    path = model if os.path.isfile(model) else download_model(model)
+    data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(sources, hypotheses, references)]
+    return float(load_from_checkpoint(path).predict(data, batch_size=batch_size, gpus=0).system_score)
+
+
+def translation_scores(hypotheses: Sequence[str], references: Sequence[str], sources: Optional[Sequence[str]] = None,
+                       tokenize: Optional[str] = None, comet_model: Optional[str] = DEFAULT_COMET_MODEL) -> Dict:
+    """sacreBLEU's corpus BLEU and chrF with their signatures and formatted lines, and COMET
+    when ``comet_model`` is given, unbabel-comet is importable, there are sources and the model
+    can be loaded (else ``comet_skipped`` says why, e.g. no network to download the model)."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    bleu = BLEU(tokenize=tokenize) if tokenize else BLEU()
+    chrf = CHRF()
+    bleu_score = bleu.corpus_score(list(hypotheses), [list(references)])
+    chrf_score = chrf.corpus_score(list(hypotheses), [list(references)])
+    result = {"sentences": len(hypotheses),
+              "bleu": bleu_score.score, "bleu_signature": str(bleu.get_signature()),
+              "bleu_line": bleu_score.format(signature=str(bleu.get_signature())),
+              "chrf": chrf_score.score, "chrf_signature": str(chrf.get_signature()),
+              "chrf_line": chrf_score.format(signature=str(chrf.get_signature()))}
+    if comet_model is None:
+        result["comet_skipped"] = "not asked for"
+    elif not comet_available():
+        result["comet_skipped"] = "unbabel-comet is not installed (pip install -e '.[comet]')"
+    elif sources is None:
+        result["comet_skipped"] = "COMET needs the sources: give --src, or a generate output with S- lines"
+    else:
+        try:
+            result["comet"] = comet_score(sources, hypotheses, references, comet_model)
+        except OSError as err:
+            result["comet_skipped"] = f"COMET model {comet_model} could not be loaded ({err})"
+        else:
+            result["comet_model"] = comet_model
+    return result
+
+
+def context_accuracy(hyps: Dict[int, str], key_lines: List[str]) -> Tuple[float, int, int]:
+    """Share of the answer key's non-empty lines (``expected|alternative,alternative``) whose
+    hypothesis contains the expected word and none of the alternatives."""
+    correct = total = 0
+    for sent_id, key in enumerate(key_lines):
+        key = key.strip()
+        if not key or sent_id not in hyps:
+            continue
+        expected, alternatives = key.split("|")
+        words = set(hyps[sent_id].split())
+        total += 1
+        correct += expected in words and not words.intersection(alternatives.split(","))
+    return (correct / total if total else 0.0), correct, total
+
+
+def score(generate_output: str, context_key: str) -> Dict[str, float]:
+    """BLEU (sacreBLEU on the ``H-`` / ``T-`` lines as they are) and context accuracy."""
+    import sacrebleu
+
+    hyps, refs = read_generate_output(generate_output)
+    if not hyps:
+        raise ValueError(f"{generate_output} has no H- lines; is it fairseq-generate output?")
+    ids = sorted(hyps)
+    bleu = sacrebleu.corpus_bleu([hyps[i] for i in ids], [[refs.get(i, "") for i in ids]])
+    with open(context_key, encoding="utf-8") as handle:
+        key_lines = handle.read().splitlines()
+    if len(ids) != len(key_lines) or max(ids) >= len(key_lines):
+        raise ValueError(
+            f"{generate_output} has {len(ids)} hypotheses but {context_key} has {len(key_lines)} lines; "
+            f"translate the whole split (fairseq-generate --required-batch-size-multiple 1 keeps every sentence)"
+        )
+    accuracy, correct, total = context_accuracy(hyps, key_lines)
+    return {"bleu": bleu.score, "context_accuracy": accuracy, "context_correct": correct,
+            "context_total": total, "sentences": len(ids)}

@@ -1,0 +1,91 @@
+"""Embedding text with a trained ``multilingual_embedding`` model (Li 2021 ch. 4): one float32 row
+per line, batched by token count, streamed into a memory-mapped ``.npy`` so that memory stays
+constant in the number of lines (the file is read in chunks, each chunk sorted by length).
+Output order = input order."""
+import itertools
+from typing import Iterator, List, Optional
+
+import numpy as np
+import torch
+from fairseq.data import data_utils
+
+from fairseq_ctx.core.progress import progress
+from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
+from fairseq_ctx.core.tool_loading import DEFAULT_CHECKPOINT_FILE, load_models
+
+
+def token_batches(lengths: List[int], max_tokens: int) -> Iterator[List[int]]:
+    """Indices grouped so that batch size × longest length stays within ``max_tokens``."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batch: List[int] = []
+    for index in order:
+        if batch and (len(batch) + 1) * lengths[index] > max_tokens:
+            yield batch
+            batch = []
+        batch.append(index)
+    if batch:
+        yield batch
+
+
+class Embedder:
+    """A trained multilingual_embedding model turning text lines into embeddings."""
+
+    def __init__(self, checkpoint: str, lang: str, data: Optional[str] = None, spm: Optional[str] = None,
+                 max_doc_tokens: int = 750, cpu: bool = True, checkpoint_file: str = DEFAULT_CHECKPOINT_FILE):
+        models, _, self.task = load_models(checkpoint, ["multilingual_embedding"], "fairseq-ctx-embed",
+                                           checkpoint_file=checkpoint_file, data=data, cpu=cpu)
+        self.task.check_language(lang)
+        self.model = models[0]
+        self.use_cuda = next(self.model.parameters()).is_cuda
+        self.max_doc_tokens = max_doc_tokens
+        self.spm = SentencePieceCodec(spm) if spm else None
+
+    @classmethod
+    def from_model(cls, model, task, max_doc_tokens: int = 750) -> "Embedder":
+        """Wrap an in-memory model (benchmarks, tests) instead of loading a checkpoint."""
+        embedder = cls.__new__(cls)
+        embedder.model, embedder.task, embedder.use_cuda = model.eval(), task, False
+        embedder.max_doc_tokens, embedder.spm = max_doc_tokens, None
+        return embedder
+
+    def encode(self, line: str) -> torch.Tensor:
+        line = self.spm.encode(line) if self.spm is not None else line.strip()
+        return self.task.encode_line(line, self.max_doc_tokens)
+
+    @torch.no_grad()
+    def embed_tokens(self, tokens: List[torch.Tensor]) -> torch.Tensor:
+        pad = self.task.source_dictionary.pad()
+        src = data_utils.collate_tokens(tokens, pad, left_pad=False)
+        lengths = torch.LongTensor([t.numel() for t in tokens])
+        if self.use_cuda:
+            src, lengths = src.cuda(), lengths.cuda()
+        return self.model.embed(src, lengths).float().cpu()
+
+    def embed_lines(self, lines: List[str], max_tokens: int) -> np.ndarray:
+        tokens = [self.encode(line) for line in lines]
+        rows = np.zeros((len(lines), self.dim), dtype=np.float32)
+        for batch in token_batches([t.numel() for t in tokens], max_tokens):
+            rows[batch] = self.embed_tokens([tokens[i] for i in batch]).numpy()
+        return rows
+
+    @property
+    def dim(self) -> int:
+        return int(self.embed_tokens([self.encode("")]).shape[-1])
+
+
+def embed_file(embedder: Embedder, input_path: str, output_path: str, max_tokens: int, chunk_lines: int) -> int:
+    with open(input_path, encoding="utf-8") as handle:
+        total = sum(1 for _ in handle)
+    out = np.lib.format.open_memmap(output_path, mode="w+", dtype=np.float32, shape=(total, embedder.dim))
+    start = 0
+    with open(input_path, encoding="utf-8") as handle, progress(total=total, desc="embed", unit="line") as bar:
+        while True:
+            chunk = list(itertools.islice(handle, chunk_lines))
+            if not chunk:
+                break
+            out[start:start + len(chunk)] = embedder.embed_lines(chunk, max_tokens)
+            start += len(chunk)
+            bar.update(len(chunk))
+    out.flush()
+    del out
+    return total

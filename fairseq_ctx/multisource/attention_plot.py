@@ -1,0 +1,88 @@
+"""Per target token, how much attention goes to each input (like Libovický 2019, Fig.
+5.2/5.3/5.6), for ``hierarchical_attention_decoder`` and ``multisource_rnn`` models, as records
+and a PNG heatmap.
+
+The model is run with teacher forcing on the reference translation of each chosen sentence.
+Quantity per (target token, input), read from one decoder layer: hierarchical: the second-level
+weights β (head average); flat: attention mass on each input's states (head average);
+serial/parallel: each input's share of the context-vector norms. multisource_rnn: β
+(hierarchical) or the attention mass per input (flat), with the sentinel's share as an extra
+column when trained with --sentinel.
+"""
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+
+QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
+            "serial": "context-vector norm share", "parallel": "context-vector norm share",
+            "concat": "uniform (context vectors concatenated)"}
+
+
+def recorder(model, layer: int):
+    """The module that records input weights: a Transformer layer's cross-attention or the RNN decoder."""
+    if hasattr(model.decoder, "layers") and hasattr(model.decoder.layers[0], "cross_attention"):
+        return model.decoder.layers[layer].cross_attention
+    if hasattr(model.decoder, "record_input_weights"):
+        return model.decoder
+    raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
+
+
+def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
+    """(B, T, n) input weights of decoder layer ``layer`` under teacher forcing."""
+    attention = recorder(model, layer)
+    attention.record_input_weights = True
+    try:
+        with torch.no_grad():
+            model(**sample["net_input"])
+        return attention.last_input_weights
+    finally:
+        attention.record_input_weights = False
+
+
+def plot(records: List[Dict], inputs: List[str], title: str, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    label_width = 0.09 * max(len(token) for r in records for token in r["target"])
+    height = 0.35 * max(len(r["target"]) for r in records) + 2
+    fig, axes = plt.subplots(1, len(records), figsize=(len(records) * (0.7 * len(inputs) + label_width + 0.6) + 1, height),
+                             squeeze=False, gridspec_kw={"wspace": label_width + 0.4})
+    for ax, record in zip(axes[0], records):
+        image = ax.imshow(record["weights"], vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(inputs)), inputs, rotation=45)
+        ax.set_yticks(range(len(record["target"])), record["target"])
+        ax.set_title(f"sentence {record['id']}", fontsize=9)
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
+    fig.suptitle(title, fontsize=9)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def attention_records(model, task, split: str, sentence_ids: Sequence[int], layer: int = -1) -> Tuple[str, List[str], List[Dict]]:
+    """``(combination, input names, records)``: per chosen sentence of ``split`` its id, source,
+    target tokens and the (target length, inputs) weights of decoder layer ``layer``."""
+    task.load_dataset(split)
+    dataset = task.datasets[split]
+    sample = dataset.collater([dataset[i] for i in sentence_ids])
+    weights = input_attention(model, sample, layer)
+    rnn_attention = getattr(model.decoder, "attention", None)
+    combination = rnn_attention.combination if rnn_attention is not None else recorder(model, 0).combination
+    inputs = ["source"] + [spec.name for spec in model.encoder.aux_inputs]
+    if rnn_attention is not None and rnn_attention.sentinel:
+        inputs.append("sentinel")
+    records = []
+    for row, sentence_id in enumerate(sample["id"].tolist()):
+        target = sample["target"][row]
+        length = int(target.ne(task.target_dictionary.pad()).sum())
+        tokens = [task.target_dictionary[t] for t in target[:length].tolist()]
+        records.append({
+            "id": sentence_id,
+            "source": task.source_dictionary.string(sample["net_input"]["src_tokens"][row],
+                                                    extra_symbols_to_ignore={task.source_dictionary.pad()}),
+            "target": tokens,
+            "weights": weights[row, :length].tolist(),
+        })
+    records.sort(key=lambda r: r["id"])
+    return combination, inputs, records

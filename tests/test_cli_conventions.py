@@ -1,0 +1,196 @@
+"""The command-line tools: fast ``--help`` (no torch/fairseq imported), registration with fairseq
+in every import order, quiet logs, the checkpoint convention (positional checkpoint, --data,
+--cpu, the --path alias), the sentencepiece helper and the progress bar."""
+import argparse
+import io
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import USER_DIR
+from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args
+from fairseq_ctx.core.arch_matrix import plugin_archs
+from fairseq_ctx.core.progress import progress
+from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
+from fairseq_ctx.core.tool_loading import resolve_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = re.findall(r'"(fairseq-ctx-[a-z-]+)=(fairseq_ctx\.cli\.[a-z_]+):main"', (ROOT / "setup.py").read_text())
+HELP_SECONDS = 1.0
+
+# Runs a tool's --help in a fresh interpreter and reports which heavy libraries it imported.
+HELP_PROBE = """
+import runpy, sys
+sys.argv = [sys.argv[1], "--help"]
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__")
+except SystemExit:
+    pass
+sys.stderr.write("LOADED " + repr([m for m in ("torch", "fairseq", "fairseq_cli") if m in sys.modules]) + "\\n")
+"""
+
+
+def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=str(ROOT))
+
+
+def test_setup_lists_the_console_scripts():
+    assert len(TOOLS) >= 18 and ("fairseq-ctx-embed", "fairseq_ctx.cli.embed") in TOOLS
+
+
+@pytest.mark.parametrize("name,module", TOOLS, ids=[name for name, _ in TOOLS])
+def test_help_is_fast_and_imports_neither_torch_nor_fairseq(name, module):
+    elapsed = []
+    for _ in range(3):  # further tries only matter on a machine busy with other work
+        start = time.perf_counter()
+        result = run_python(HELP_PROBE, module)
+        elapsed.append(time.perf_counter() - start)
+        if elapsed[-1] < HELP_SECONDS:
+            break
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout
+    assert result.stderr.strip().splitlines()[-1] == "LOADED []", result.stderr
+    assert min(elapsed) < HELP_SECONDS, f"{name} --help took {min(elapsed):.2f} s"
+
+
+REGISTRATION_REPORT = """
+import argparse, torch
+from fairseq.criterions import CRITERION_REGISTRY
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.tasks import TASK_REGISTRY
+archs = sorted(a for a, c in ARCH_MODEL_REGISTRY.items() if c.__module__.startswith("fairseq_ctx."))
+print("ARCHS", ",".join(archs))
+print("TASKS", ",".join(sorted(t for t, c in TASK_REGISTRY.items() if c.__module__.startswith("fairseq_ctx."))))
+print("CRITERIONS", ",".join(sorted(n for n, c in CRITERION_REGISTRY.items() if c.__module__.startswith("fairseq_ctx."))))
+print("ALLOWED", argparse.Namespace in torch.serialization.get_safe_globals())
+"""
+IMPORT_ORDERS = {
+    "package_first_then_fairseq": """
+import sys
+import fairseq_ctx
+assert "torch" not in sys.modules and "fairseq" not in sys.modules, "import fairseq_ctx must stay cheap"
+from fairseq import tasks
+""",
+    "fairseq_first_then_user_dir_option": """
+from fairseq import options
+parser = options.get_training_parser()
+options.parse_args_and_arch(parser, ["unused-data", "--user-dir", sys.argv[1], "--task", "context_translation",
+                                     "--arch", "hmce"])
+""",
+    "fairseq_first_then_hydra_common_user_dir": """
+from omegaconf import OmegaConf
+from fairseq import utils
+utils.import_user_module(OmegaConf.create({"user_dir": sys.argv[1]}))
+""",
+    "a_module_of_ours_that_imports_fairseq_first": """
+from fairseq_ctx.core.checkpoint_loading import read_checkpoint
+""",
+}
+
+
+@pytest.mark.parametrize("order", list(IMPORT_ORDERS))
+def test_every_import_order_registers_everything_and_allow_lists_checkpoints(order):
+    result = run_python("import sys\n" + IMPORT_ORDERS[order] + REGISTRATION_REPORT, USER_DIR)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    assert report["ARCHS"].split(",") == plugin_archs()
+    assert report["TASKS"].split(",") == ["context_translation", "multilingual_embedding", "multimodal_translation"]
+    assert set(report["CRITERIONS"].split(",")) == {"cka_alignment", "head_diversity", "distance_constraint",
+                                                    "imagination"}
+    assert report["ALLOWED"] == "True"
+
+
+def test_a_tool_that_loads_fairseq_logs_no_library_info_lines(tmp_path):
+    missing = tmp_path / "missing"
+    result = subprocess.run([sys.executable, "-m", "fairseq_ctx.cli.embed", str(missing), "--lang", "xa", "--input",
+                             str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.npy")],
+                            capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    assert result.returncode == 2
+    assert f"fairseq-ctx-embed: error: no checkpoint {missing}/checkpoint_best.pt" in result.stderr
+    assert "tensorboardX" not in result.stderr and "INFO" not in result.stderr, result.stderr
+
+
+def parser_with_alias() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tool")
+    add_checkpoint_args(parser, path_alias=True)
+    return parser
+
+
+@pytest.mark.parametrize("argv,checkpoint,data", [
+    (["ckpt_dir", "--data", "bin"], "ckpt_dir", "bin"),        # the convention
+    (["bin", "--path", "model.pt"], "model.pt", "bin"),         # the old 'DATA --path CHECKPOINT' form
+    (["--path", "model.pt", "--data", "bin"], "model.pt", "bin"),
+    (["--path", "model.pt"], "model.pt", None),
+])
+def test_checkpoint_convention_and_the_path_alias(argv, checkpoint, data):
+    parser = parser_with_alias()
+    args = resolve_checkpoint_args(parser, parser.parse_args(argv))
+    assert (args.checkpoint, args.data, args.cpu, args.checkpoint_file) == (checkpoint, data, False,
+                                                                            "checkpoint_best.pt")
+
+
+@pytest.mark.parametrize("argv,message", [
+    ([], "the checkpoint is required"),
+    (["a", "--path", "b", "--data", "c"], "give the checkpoint once"),
+    (["ckpt"], "--data DIR is required"),
+])
+def test_checkpoint_convention_errors(argv, message, capsys):
+    parser = parser_with_alias()
+    with pytest.raises(SystemExit):
+        resolve_checkpoint_args(parser, parser.parse_args(argv), data_required=True)
+    assert message in capsys.readouterr().err
+
+
+def test_resolve_checkpoint_takes_a_file_or_a_directory(tmp_path):
+    (tmp_path / "checkpoint_best.pt").write_bytes(b"")
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"")
+    assert resolve_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint_best.pt")
+    assert resolve_checkpoint(str(tmp_path), "checkpoint_last.pt") == str(tmp_path / "checkpoint_last.pt")
+    assert resolve_checkpoint(str(tmp_path / "checkpoint_last.pt"), "other.pt") == str(tmp_path / "checkpoint_last.pt")
+    with pytest.raises(FileNotFoundError, match="no checkpoint .*checkpoint_9.pt; pass a checkpoint file"):
+        resolve_checkpoint(str(tmp_path), "checkpoint_9.pt")
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory) -> str:
+    import sentencepiece
+
+    root = tmp_path_factory.mktemp("spm")
+    words = ["the", "cat", "sleeps", "house", "dog", "runs", "quietly", "garden"]
+    (root / "text.txt").write_text("".join(f"{words[i % 8]} {words[(3 * i) % 8]} {words[(5 * i) % 8]}\n"
+                                           for i in range(200)))
+    sentencepiece.SentencePieceTrainer.train(input=str(root / "text.txt"), model_prefix=str(root / "spm"),
+                                             vocab_size=25, model_type="unigram", minloglevel=2)
+    return str(root / "spm.model")
+
+
+def test_sentencepiece_codec_round_trip(spm_model):
+    codec = SentencePieceCodec(spm_model)
+    pieces = codec.encode("  the cat sleeps quietly ")
+    assert pieces.split()[0].startswith("\u2581") and "  " not in pieces
+    assert codec.decode(pieces) == "the cat sleeps quietly"
+    with pytest.raises(FileNotFoundError, match="sentencepiece model .*nothing.model does not exist"):
+        SentencePieceCodec(str(Path(spm_model).with_name("nothing.model")))
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_silent_unless_stderr_is_a_terminal(monkeypatch):
+    quiet = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    assert list(progress(range(5), desc="work")) == [0, 1, 2, 3, 4]
+    with progress(total=10, desc="work") as bar:
+        bar.update(10)
+    assert quiet.getvalue() == ""
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert list(progress(range(5), desc="work", unit="line")) == [0, 1, 2, 3, 4]
+    assert "work:" in terminal.getvalue() and "0/5" in terminal.getvalue() and "line/s" in terminal.getvalue()
