@@ -120,3 +120,42 @@ def test_cka_alignment_between_text_states_and_projected_image_features(multimod
     task, model, cfg = build_multimodal(multimodal_data, extra=CKA_ARGS + ["--cka-representations", "source,img"])
     sample = task.dataset("train").collater([task.dataset("train")[i] for i in range(12)])
     assert_loss_is_ce_minus_lambda_cka(model, task.build_criterion(cfg.criterion), sample)
+
+
+def test_head_diversity_and_drophead_reach_tmde_last_layer(multilingual_data):
+    """T-MDE computes its last encoder layer at position 0 only; the criterion's hooks switch that
+    off, so the last layer's self-attention is tapped over every position and drophead acts on it,
+    while the sentence embedding P is unchanged."""
+    from embedding_helpers import build_embedding_model, valid_batch
+
+    task, model, _ = build_embedding_model(multilingual_data, "tmde")
+    cfg_args = ["--criterion", "head_diversity", "--hsic-lambda", "0.01", "--ortho-lambda", "0.5",
+                "--diversity-samples", "16", "--drophead", "0.5"]
+    _, _, criterion = build_embedding_model(multilingual_data, "tmde", cfg_args)
+    sample = valid_batch(task)
+    net_input = sample["net_input"]
+    model.eval()
+    with torch.no_grad():
+        fast = model.encoder(net_input["src_tokens"], net_input["src_lengths"])["sentence_embedding"][0]
+    model.train()
+    torch.manual_seed(0)
+    loss, ss, log = criterion(model, sample)
+    assert not model.encoder.position_zero_last_layer
+    records = criterion.hooks.hooks.tap.records
+    last = "encoder.layers.2.self_attn"
+    assert len(records) == 5 and last in records  # 3 encoder self + decoder self + encoder-decoder
+    assert records[last].heads.shape[0] == net_input["src_tokens"].size(1)
+    assert log["hsic"] > 0 and log["ortho"] > 0
+    loss.backward()
+    assert_every_parameter_has_a_gradient(model)
+    seen = []
+    module = model.encoder.layers[2].self_attn
+    probe = module.out_proj.register_forward_pre_hook(lambda m, inp: seen.append(inp[0].detach()))
+    model(**net_input)
+    probe.remove()
+    heads = seen[0].view(seen[0].size(0), seen[0].size(1), module.num_heads, -1)
+    assert 0.2 < heads.abs().sum(dim=(0, 3)).eq(0).float().mean().item() < 0.8  # drophead on the last layer
+    model.eval()
+    with torch.no_grad():
+        full = model.encoder(net_input["src_tokens"], net_input["src_lengths"])["sentence_embedding"][0]
+    torch.testing.assert_close(full, fast, atol=1e-5, rtol=1e-5)

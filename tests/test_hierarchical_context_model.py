@@ -198,16 +198,30 @@ def test_length_chunks_give_the_single_pass_logits_and_gradients(tiny_data, arch
     assert length_chunks(lengths, 3) is not None and net_input["context_source_row"].ge(0).any()
     model.train()
     results = []
+    extras = []
     for chunks in (1, 3):
         model.train_length_chunks = chunks
         model.zero_grad()
-        logits = model(**net_input)[0]
+        logits, extra = model(**net_input)
+        extras.append(extra)
         loss = criterion(model, sample)[0]
         loss.backward()
         results.append((logits.detach(), loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
     (single, single_loss, single_grads), (chunked, chunked_loss, chunked_grads) = results
     real = sample["target"].ne(pad)
     torch.testing.assert_close(chunked[real], single[real], atol=1e-5, rtol=1e-5)
+    # the decoder's extra outputs keep their shapes and, at real positions, their numbers
+    single_extra, chunked_extra = extras
+    real_source = net_input["src_tokens"].ne(pad)
+    attn_real = real.unsqueeze(2) & real_source.unsqueeze(1)
+    assert chunked_extra["attn"][0].shape == single_extra["attn"][0].shape
+    torch.testing.assert_close(chunked_extra["attn"][0][attn_real], single_extra["attn"][0][attn_real],
+                               atol=1e-5, rtol=1e-4)
+    assert len(chunked_extra["inner_states"]) == len(single_extra["inner_states"])
+    for chunked_state, single_state in zip(chunked_extra["inner_states"], single_extra["inner_states"]):
+        assert chunked_state.shape == single_state.shape
+        torch.testing.assert_close(chunked_state.transpose(0, 1)[real], single_state.transpose(0, 1)[real],
+                                   atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(chunked_loss, single_loss, atol=1e-4, rtol=1e-5)
     for name, grad in single_grads.items():
         torch.testing.assert_close(chunked_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)

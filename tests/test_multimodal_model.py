@@ -52,12 +52,10 @@ def test_flat_over_one_input_equals_single_attention_and_over_two_equals_joint_s
     single.load_state_dict(flat.attentions[0].state_dict())
     norm.load_state_dict(flat.layer_norms[0].state_dict())
     q, a, b = torch.randn(3, 2, 16), torch.randn(4, 2, 16), torch.randn(6, 2, 16)
-    flat.input_sizes = [4]
-    got, _ = flat(q, a, None)
+    got, _, _ = flat(q, a, None, input_sizes=[4])
     torch.testing.assert_close(got, norm(q + single(q, a, a, static_kv=True)[0]))
-    flat.input_sizes = [4, 6]
     both = torch.cat([a, b])
-    got, _ = flat(q, both, torch.zeros(2, 10, dtype=torch.bool))
+    got, _, _ = flat(q, both, torch.zeros(2, 10, dtype=torch.bool), input_sizes=[4, 6])
     torch.testing.assert_close(got, norm(q + single(q, both, both, static_kv=True)[0]))
 
 
@@ -66,12 +64,10 @@ def test_input_weights_are_distributions_and_hierarchical_uses_beta(combination)
     torch.manual_seed(0)
     attention = MultiInputAttention(16, 4, 16, num_inputs=3, combination=combination, dropout=0.0,
                                     attention_dropout=0.0, normalize_before=False).eval()
-    attention.record_input_weights = True
-    attention.input_sizes = [4, 2, 5]
     mask = torch.zeros(2, 11, dtype=torch.bool)
     mask[0, 9:] = True
-    _, weights = attention(torch.randn(3, 2, 16), torch.randn(11, 2, 16), mask, need_head_weights=True)
-    beta = attention.last_input_weights
+    _, weights, beta = attention(torch.randn(3, 2, 16), torch.randn(11, 2, 16), mask, need_head_weights=True,
+                                 input_sizes=[4, 2, 5], need_input_weights=True)
     assert beta.shape == (2, 3, 3)
     torch.testing.assert_close(beta.sum(-1), torch.ones(2, 3))
     assert (beta > 0).all()
@@ -138,3 +134,24 @@ def test_half_precision_forward_backward_is_finite(multimodal_data, dtype):
     assert logits.dtype == dtype and torch.isfinite(logits).all()
     logits.float().logsumexp(-1).mean().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS)
+def test_input_layout_travels_in_the_call_and_input_weights_come_back_in_extra(multimodal_data, combination):
+    from fairseq_ctx.multisource.attention_plot import input_attention
+
+    task, model, _ = build_multimodal(multimodal_data, extra=["--combination", combination, "--decoder-layers", "2"],
+                                      task_args=IMG_AND_FR)
+    model.eval()
+    dataset = task.datasets["train"]
+    batch = dataset.collater([dataset[i] for i in range(4)])
+    with torch.no_grad():
+        _, last = model(**batch["net_input"])
+        _, first = model(**batch["net_input"], alignment_layer=0)
+    weights = last["input_weights"][0]
+    assert weights.shape == (4, batch["net_input"]["prev_output_tokens"].size(1), 3)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:2]))
+    assert not torch.equal(first["input_weights"][0], weights)
+    torch.testing.assert_close(input_attention(model, batch, -1), weights)
+    for layer in model.decoder.layers:  # nothing about the batch is left on the modules
+        assert not {"input_sizes", "padded_inputs", "beam_size"} & set(vars(layer.cross_attention))

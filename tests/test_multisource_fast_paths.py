@@ -53,20 +53,21 @@ def test_multi_input_attention_fast_paths_equal_plain_fairseq_attention(monkeypa
     torch.manual_seed(0)
     attention = MultiInputAttention(16, 2, 16, num_inputs=2, combination=combination, dropout=0.1,
                                     attention_dropout=0.1, normalize_before=False).double().train()
-    attention.input_sizes = [4, 40]  # a 4-token sentence (padded in row 1) and 40 regions
     query = torch.randn(3, 2, 16, dtype=torch.double)
     states = torch.randn(44, 2, 16, dtype=torch.double)
     mask = torch.zeros(2, 44, dtype=torch.bool)
     mask[1, 3] = True
 
+    sizes = [4, 40]  # a 4-token sentence (padded in row 1) and 40 regions
+
     def run(padded_inputs):
-        attention.padded_inputs = padded_inputs
         attention.zero_grad()
         torch.manual_seed(1)
-        out = attention(query, states, mask, need_head_weights=True)[0]
+        out = attention(query, states, mask, need_head_weights=True, input_sizes=sizes, padded_inputs=padded_inputs)[0]
         out.square().sum().backward()
         with torch.no_grad():  # weights without dropout (torch's own attention returns β after dropout)
-            weights = attention.eval()(query, states, mask, need_head_weights=True)[1]
+            weights = attention.eval()(query, states, mask, need_head_weights=True, input_sizes=sizes,
+                                       padded_inputs=padded_inputs)[1]
         attention.train()
         return out, weights, {n: p.grad.clone() for n, p in attention.named_parameters()}
 

@@ -62,9 +62,8 @@ def test_head_weights_of_inputs_with_different_head_counts_are_averaged_per_inpu
     torch.manual_seed(0)
     attention = MultiInputAttention(16, 4, 16, num_inputs=2, combination="parallel", dropout=0.0,
                                     attention_dropout=0.0, normalize_before=False, input_heads=[4, 2]).eval()
-    attention.input_sizes = [3, 5]
     query, states = torch.randn(2, 2, 16), torch.randn(8, 2, 16)
-    _, weights = attention(query, states, None, need_head_weights=True)
+    _, weights, _ = attention(query, states, None, need_head_weights=True, input_sizes=[3, 5])
     assert weights.shape == (1, 2, 2, 8)
     image_alone = attention.attentions[1](query, states[3:], states[3:], static_kv=True, need_weights=True)[1]
     share = attention._context_shares([attention.attentions[i](query, s, s, static_kv=True)[0]

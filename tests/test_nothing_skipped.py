@@ -164,7 +164,7 @@ def test_fairseq_generate_translates_every_sentence_of_the_split(checkpoints, mo
 
 def test_tools_score_and_translate_every_sentence(checkpoints, tmp_path):
     """fairseq-ctx-cxmi scores every sentence of the split; the hub translates every line."""
-    from fairseq_ctx.cli.cxmi import cxmi
+    from fairseq_ctx.context.cxmi import cxmi
     from fairseq_ctx.context import hub
 
     data, _, checkpoint = checkpoints["hmce"]

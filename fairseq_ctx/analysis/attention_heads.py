@@ -15,9 +15,14 @@ import torch
 from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
+from fairseq_ctx.core.length_chunks import use_single_pass
+
 
 def attention_modules(model: nn.Module, patterns: Sequence[str] = ("*",)) -> Dict[str, MultiheadAttention]:
-    """Every MultiheadAttention of ``model`` whose qualified name matches one of the glob patterns."""
+    """Every MultiheadAttention of ``model`` whose qualified name matches one of the glob patterns.
+    The model's fast paths that would bypass a module call (length chunks, T-MDE's position-0
+    last layer) are switched off, so the hooks act on every call of every selected module."""
+    use_single_pass(model)
     found = {
         name: module for name, module in model.named_modules()
         if isinstance(module, MultiheadAttention) and any(fnmatch.fnmatch(name, p) for p in patterns)

@@ -1,7 +1,9 @@
 """Hooks that a criterion installs lazily on the model it is first called with."""
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol
 
 from torch import nn
+
+from fairseq_ctx.core.length_chunks import use_single_pass
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -11,23 +13,30 @@ def unwrap(model: nn.Module) -> nn.Module:
     return model
 
 
+class Hooks(Protocol):
+    """What a hook factory builds: hooks on a model that :meth:`remove` takes off again."""
+
+    def remove(self) -> None: ...
+
+
 class ModelHooks:
-    """Builds ``factory(model)`` once per model instance (re-built if a different model is passed).
+    """Builds ``factory(model)`` once per model instance (re-built, the old hooks removed, if a
+    different model is passed).
 
-    Hooks expect one call per module and batch, so a model that can split a batch into
-    length chunks (``use_single_pass``, hce/hmce) is switched to one pass first."""
+    Hooks expect one call per module and batch, so the model's fast paths that break that
+    (:class:`~fairseq_ctx.core.length_chunks.SinglePass`: hce/hmce's length chunks, T-MDE's
+    position-0 last layer) are switched off first."""
 
-    def __init__(self, factory: Callable[[nn.Module], object]):
+    def __init__(self, factory: Callable[[nn.Module], Hooks]):
         self.factory = factory
         self.model: Optional[nn.Module] = None
-        self.hooks = None
+        self.hooks: Optional[Hooks] = None
 
-    def for_model(self, model: nn.Module):
+    def for_model(self, model: nn.Module) -> Hooks:
         model = unwrap(model)
         if self.model is not model:
-            if self.hooks is not None and hasattr(self.hooks, "remove"):
+            if self.hooks is not None:
                 self.hooks.remove()
-            if hasattr(model, "use_single_pass"):
-                model.use_single_pass()
+            use_single_pass(model)
             self.model, self.hooks = model, self.factory(model)
         return self.hooks

@@ -8,34 +8,44 @@ from fairseq.models.transformer import TransformerConfig, base_architecture
 from torch import Tensor
 
 from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.baselines.base import ContextBatchNeeds, ContextTransformerModel
 from fairseq_ctx.context.embedding_rows import check_overlap, checkpoint_dictionaries, embedding_side, shared_rows
 from fairseq_ctx.context.modules.hierarchical_context_encoder import (
     HierarchicalContextConfig,
     HierarchicalContextEncoder,
 )
-from fairseq_ctx.core.length_chunks import length_chunks, trim_padding
+from fairseq_ctx.core.model_options import with_transformer_options
+from fairseq_ctx.core.length_chunks import SinglePass, in_batch_order, length_chunks, trim_padding, widen
 
 logger = logging.getLogger(__name__)
 SENTENCE_TASKS = ("translation", "context_translation")
 
 
-@register_model("hierarchical_context_transformer")
-class HierarchicalContextTransformer(ContextTransformerModel):
+@register_model("hierarchical_context_transformer", dataclass=with_transformer_options(HierarchicalContextConfig))
+class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
     """Transformer whose encoder output is fused with HCE/HMCE context (Yun 2022, ch. 3).
 
     The decoder is fairseq's standard Transformer decoder (incremental decoding unchanged);
     the context enters through ``net_input["context_tokens"]`` / ``["context_index"]``.
     """
 
-    config_class = HierarchicalContextConfig
+    options = HierarchicalContextConfig
 
     def __init__(self, args, encoder, decoder):
         super().__init__(args, encoder, decoder)
-        self.train_length_chunks: int = getattr(args, "train_length_chunks", 3)
+        self.train_length_chunks: int = args.train_length_chunks
+
+    def configure_context(self, cache: bool, document_window: int) -> ContextBatchNeeds:
+        """The context cache on or off; context tokens are not counted in the batch size when
+        they are reused from in-batch sources (document windows); the document vector's span."""
+        self.encoder.set_context_cache(cache)
+        reused = self.encoder.reuses_source_encodings and document_window > 0
+        document_vector = self.encoder.document_vector
+        return ContextBatchNeeds(count_context_tokens=not reused,
+                                 document_span=document_vector.span if document_vector is not None else 0)
 
     def use_single_pass(self) -> None:
-        """Turn length chunks off, for forward hooks that expect one call per batch."""
+        """Turn length chunks off (:class:`SinglePass`)."""
         self.train_length_chunks = 1
 
     def forward(
@@ -51,7 +61,9 @@ class HierarchicalContextTransformer(ContextTransformerModel):
     ):
         """In training, a batch of mixed lengths (document windows) runs as length chunks
         (``--train-length-chunks``): each chunk's encoder and decoder pass is cut to its own
-        longest sentence; the logits are reassembled in batch order, zeros at padding."""
+        longest sentence; the output and the decoder's ``extra`` (``attn``, ``inner_states``)
+        are reassembled in batch order, zeros at padding, so callers see the single pass's
+        shapes and, at real positions, its numbers."""
         pad = self.decoder.padding_idx
         chunks = None
         if self.training and self.train_length_chunks > 1:
@@ -63,29 +75,32 @@ class HierarchicalContextTransformer(ContextTransformerModel):
                 features_only=features_only, alignment_layer=alignment_layer, alignment_heads=alignment_heads,
                 **context_inputs,
             )
-        encoder_outs = self.encoder.forward_chunks(src_tokens, src_lengths, chunks, **context_inputs)
-        pieces = []
+        encoder_outs = self.encoder.forward_chunks(src_tokens, src_lengths, chunks,
+                                                   return_all_hiddens=return_all_hiddens, **context_inputs)
+        target_length, source_length = prev_output_tokens.size(1), src_tokens.size(1)
+        outputs, attns, inner_states = [], [], []
         for rows, encoder_out in zip(chunks, encoder_outs):
             tokens, columns = trim_padding(prev_output_tokens.index_select(0, rows), pad)
-            x, _ = self.decoder(
+            source_columns = trim_padding(src_tokens.index_select(0, rows), pad)[1]
+            x, extra = self.decoder(
                 tokens, encoder_out=encoder_out, features_only=features_only, alignment_layer=alignment_layer,
                 alignment_heads=alignment_heads, src_lengths=src_lengths.index_select(0, rows),
+                return_all_hiddens=return_all_hiddens,
             )
-            pieces.append(x.new_zeros(rows.numel(), prev_output_tokens.size(1), x.size(-1)).index_copy(1, columns, x))
-        order = torch.argsort(torch.cat(chunks))
-        return torch.cat(pieces).index_select(0, order), {"attn": [None], "inner_states": None}
+            outputs.append(widen(x, columns, target_length, 1))
+            attn = extra["attn"][0]
+            attns.append(None if attn is None else
+                         widen(widen(attn, columns, target_length, 1), source_columns, source_length, 2))
+            inner_states.append([widen(state, columns, target_length, 0) for state in extra["inner_states"]])
+        attn = None if any(a is None for a in attns) else in_batch_order(attns, chunks)
+        states = [in_batch_order(list(layer), chunks, dim=1) for layer in zip(*inner_states)]
+        return in_batch_order(outputs, chunks), {"attn": [attn], "inner_states": states}
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
-        ctx_cfg = HierarchicalContextConfig(
-            context_encoder_layers=getattr(args, "context_encoder_layers", None),
-            separate_context_encoder=getattr(args, "separate_context_encoder", False),
-            document_vector=getattr(args, "document_vector", False),
-            document_vector_span=getattr(args, "document_vector_span", 32),
-        )
         return HierarchicalContextEncoder(
             TransformerConfig.from_namespace(args),
-            ctx_cfg,
+            HierarchicalContextConfig.from_namespace(args),
             src_dict,
             embed_tokens,
             memory_attention=args.memory_attention,

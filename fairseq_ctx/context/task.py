@@ -9,6 +9,7 @@ from fairseq import utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
@@ -118,11 +119,9 @@ class ContextTranslationTask(TranslationTask):
                 f"sentence-level model and cannot read context; train it with --context-size 0 "
                 f"(same data directory) or choose a context-aware arch such as hce or hmce"
             )
-        if hasattr(model.encoder, "set_context_cache"):
-            model.encoder.set_context_cache(not self.cfg.no_context_cache)
-            self.count_context_tokens = not (model.encoder.reuses_source_encodings and self.cfg.document_window > 0)
-            document_vector = getattr(model.encoder, "document_vector", None)
-            self.document_span = document_vector.span if document_vector is not None else 0
+        if isinstance(model, ContextTransformerModel):
+            needs = model.configure_context(not self.cfg.no_context_cache, self.cfg.document_window)
+            self.count_context_tokens, self.document_span = needs.count_context_tokens, needs.document_span
             for dataset in self.datasets.values():
                 self.configure_dataset(dataset)
         checkpoint = getattr(cfg, "pretrained_sentence_checkpoint", None)

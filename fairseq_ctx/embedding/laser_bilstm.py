@@ -1,14 +1,10 @@
 """Architecture ``laser_bilstm``: the LASER baseline (Artetxe & Schwenk 2019; SPEC §5, Li 2021 §2.1.4)."""
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
-from fairseq.models import (
-    FairseqDecoder,
-    FairseqEncoder,
-    FairseqEncoderDecoderModel,
-    register_model,
-    register_model_architecture,
-)
+from fairseq.dataclass import FairseqDataclass
+from fairseq.models import FairseqDecoder, FairseqEncoder, FairseqEncoderDecoderModel, register_model
 from fairseq.models.lstm import Embedding, LSTMEncoder
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
@@ -77,25 +73,26 @@ class EmbeddingConditionedLSTMDecoder(FairseqDecoder):
         return int(1e5)
 
 
-@register_model("laser_bilstm")
+@dataclass
+class LaserConfig(FairseqDataclass):
+    """Options of ``laser_bilstm``, defaults as LASER (Artetxe & Schwenk 2019; Li 2021 §2.1.4)."""
+    encoder_embed_dim: int = field(default=320, metadata={"help": "token embedding size of the encoder (LASER: 320)"})
+    encoder_hidden_size: int = field(default=512, metadata={"help": "LSTM units per direction (LASER: 512)"})
+    encoder_layers: int = field(default=1, metadata={"help": "BiLSTM layers (LASER: 1 or 5)"})
+    decoder_embed_dim: int = field(default=320, metadata={"help": "token embedding size of the decoder (LASER: 320)"})
+    decoder_hidden_size: int = field(default=2048, metadata={"help": "decoder LSTM units (LASER: 2048)"})
+    decoder_lang_embed_dim: int = field(default=32, metadata={"help": "target-language embedding size (LASER: 32)"})
+    dropout: float = field(default=0.1, metadata={"help": "dropout probability"})
+
+
+@register_model("laser_bilstm", dataclass=LaserConfig)
 class LaserModel(FairseqEncoderDecoderModel):
     """LASER: BiLSTM encoder with max-pooling, LSTM decoder fed [token; embedding; language]."""
 
     task_name = "multilingual_embedding"  # checked by the tasks (fairseq_ctx.core.model_family)
 
-    @staticmethod
-    def add_args(parser):
-        parser.add_argument("--encoder-embed-dim", type=int, help="token embedding size of the encoder")
-        parser.add_argument("--encoder-hidden-size", type=int, help="LSTM units per direction (LASER: 512)")
-        parser.add_argument("--encoder-layers", type=int, help="BiLSTM layers (LASER: 1 or 5)")
-        parser.add_argument("--decoder-embed-dim", type=int, help="token embedding size of the decoder")
-        parser.add_argument("--decoder-hidden-size", type=int, help="decoder LSTM units (LASER: 2048)")
-        parser.add_argument("--decoder-lang-embed-dim", type=int, help="target-language embedding size (LASER: 32)")
-        parser.add_argument("--dropout", type=float, help="dropout probability")
-
     @classmethod
-    def build_model(cls, args, task):
-        laser_bilstm(args)
+    def build_model(cls, args: LaserConfig, task):
         dictionary = task.source_dictionary
         encoder = MaxPooledBiLSTMEncoder(dictionary, args.encoder_embed_dim, args.encoder_hidden_size,
                                          args.encoder_layers, args.dropout)
@@ -115,13 +112,3 @@ class LaserModel(FairseqEncoderDecoderModel):
         """Sentence/document embeddings (B, 2·hidden) of STR_TAG-prefixed, right-padded sources."""
         return self.encoder(src_tokens, src_lengths)["sentence_embedding"][0]
 
-
-@register_model_architecture("laser_bilstm", "laser_bilstm")
-def laser_bilstm(args):
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 320)
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 512)
-    args.encoder_layers = getattr(args, "encoder_layers", 1)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 320)
-    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 2048)
-    args.decoder_lang_embed_dim = getattr(args, "decoder_lang_embed_dim", 32)
-    args.dropout = getattr(args, "dropout", 0.1)

@@ -1,28 +1,50 @@
 """Architectures ``tmde``, ``tmde_p``, ``tmde_f`` and ``ct_mde``: Transformer multilingual
 document embedding models (Li 2021, ch. 4; SPEC §5)."""
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
+from fairseq.dataclass import FairseqDataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase, TransformerModel
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_vaswani_wmt_en_de_big
 from torch import Tensor
 
 from fairseq_ctx.context.modules.pyramid_queries import PyramidQueryPooling, attend_with_layer
+from fairseq_ctx.core.length_chunks import SinglePass
+from fairseq_ctx.core.model_options import TransformerOptions, arch_overrides, with_transformer_options
 
 
-class EmbeddingTransformerEncoder(TransformerEncoderBase):
+@dataclass
+class TmdeConfig(FairseqDataclass):
+    """Options of the T-MDE family (Li 2021, ch. 4) beyond fairseq's Transformer."""
+    full_encoder_attention: bool = field(
+        default=False,
+        metadata={"help": "T-MDE_F ablation: the decoder attends to all encoder outputs, not only P (set by --arch tmde_f)"},
+    )
+    pyramid_queries: str = field(
+        default="",
+        metadata={"help": "T-MDE_P: comma-separated query counts per level, e.g. 32,16,8 (eq. 4.8-4.13; "
+                  "--arch tmde_p's default); empty = P is the STR_TAG output"},
+    )
+
+
+class EmbeddingTransformerEncoder(TransformerEncoderBase, SinglePass):
     """fairseq's Transformer encoder whose output also carries the sentence embedding P.
 
     P = H^L[0], the output at the STR_TAG position (eq. 4.3–4.5), or the pyramid pooling of
     T-MDE_P. With ``bottleneck`` the encoder output handed to the decoder is P alone (one
     key/value for encoder-decoder attention, Fig. 4.1) — also during fairseq-generate.
+
+    When nothing reads H^L beyond position 0, the last layer runs at position 0 only (exact, and
+    most of a layer cheaper); :meth:`use_single_pass` turns that off for hooks on its attention.
     """
 
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, bottleneck: bool,
                  pyramid_queries: Optional[List[int]] = None):
         super().__init__(cfg, dictionary, embed_tokens)
         self.bottleneck = bottleneck
+        self.position_zero_last_layer = True
         self.pyramid = None
         if pyramid_queries:
             self.pyramid = PyramidQueryPooling(
@@ -52,6 +74,11 @@ class EmbeddingTransformerEncoder(TransformerEncoderBase):
         states, last, padding, _ = self._encode(src_tokens, None, self._pyramid_reads_last_layer())
         return self._embedding(states, last, padding)
 
+    def use_single_pass(self) -> None:
+        """Run the last layer over every position (:class:`SinglePass`), so that its attention
+        module is called like every other."""
+        self.position_zero_last_layer = False
+
     def _pyramid_reads_last_layer(self) -> bool:
         return self.pyramid is not None and self.pyramid.first_layer(len(self.layers)) == len(self.layers)
 
@@ -71,7 +98,7 @@ class EmbeddingTransformerEncoder(TransformerEncoderBase):
         states = [x]
         last_layer = self.layers[len(self.layers) - 1]
         for layer in self.layers:  # LayerDropModuleList may skip layers in training
-            if layer is last_layer and not full_last_layer:
+            if layer is last_layer and not full_last_layer and self.position_zero_last_layer:
                 x = attend_with_layer(layer, x[:1], x, mask)
             else:
                 x = layer(x, encoder_padding_mask=mask)
@@ -90,27 +117,19 @@ class EmbeddingTransformerEncoder(TransformerEncoderBase):
         return reordered
 
 
-@register_model("transformer_mde")
-class TransformerMDE(TransformerModel):
-    """T-MDE family: shared encoder, small decoder, sentence embedding ``embed()`` (SPEC §5)."""
+@register_model("transformer_mde", dataclass=with_transformer_options(TmdeConfig))
+class TransformerMDE(TransformerOptions, TransformerModel):
+    """T-MDE family (Li 2021, ch. 4): shared encoder, small decoder, sentence embedding ``embed()``."""
 
     task_name = "multilingual_embedding"  # checked by the tasks (fairseq_ctx.core.model_family)
-
-    @staticmethod
-    def add_args(parser):
-        TransformerModel.add_args(parser)
-        parser.add_argument("--full-encoder-attention", action="store_true",
-                            help="T-MDE_F ablation: the decoder attends to all encoder outputs, not only P")
-        parser.add_argument("--pyramid-queries", type=str, default="",
-                            help="T-MDE_P: comma-separated query counts per level, e.g. 32,16,8 (eq. 4.8-4.13); "
-                                 "empty = P is the STR_TAG output")
+    options = TmdeConfig
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
-        queries = [int(q) for q in str(getattr(args, "pyramid_queries", "") or "").split(",") if q.strip()]
+        queries = [int(q) for q in str(args.pyramid_queries).split(",") if q.strip()]
         return EmbeddingTransformerEncoder(
             TransformerConfig.from_namespace(args), src_dict, embed_tokens,
-            bottleneck=not getattr(args, "full_encoder_attention", False), pyramid_queries=queries,
+            bottleneck=not args.full_encoder_attention, pyramid_queries=queries,
         )
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, prev_output_tokens: Tensor,
@@ -128,31 +147,29 @@ class TransformerMDE(TransformerModel):
         return self.encoder.sentence_embedding(src_tokens)
 
 
-def _tmde_defaults(args):
-    args.encoder_layers = getattr(args, "encoder_layers", 6)
-    args.decoder_layers = getattr(args, "decoder_layers", 1)
-    args.share_all_embeddings = getattr(args, "share_all_embeddings", True)
+def _tmde_sizes(args):
+    """Transformer-base sizes with the thesis' one decoder layer and shared embeddings (Table 4.1)."""
+    arch_overrides(args, decoder_layers=1, share_all_embeddings=True)
     base_architecture(args)
 
 
 @register_model_architecture("transformer_mde", "tmde")
 def tmde(args):
     """T-MDE: P = H^L[0]; the decoder's encoder-decoder attention sees only P."""
-    args.full_encoder_attention = getattr(args, "full_encoder_attention", False)
-    _tmde_defaults(args)
+    _tmde_sizes(args)
 
 
 @register_model_architecture("transformer_mde", "tmde_f")
 def tmde_f(args):
     """T-MDE_F: full encoder-decoder attention (no bottleneck), P still H^L[0]."""
     args.full_encoder_attention = True
-    _tmde_defaults(args)
+    _tmde_sizes(args)
 
 
 @register_model_architecture("transformer_mde", "tmde_p")
 def tmde_p(args):
     """T-MDE_P: pyramid learnable queries 32/16/8 + layer aggregation (eq. 4.8–4.17)."""
-    args.pyramid_queries = getattr(args, "pyramid_queries", "") or "32,16,8"
+    arch_overrides(args, pyramid_queries="32,16,8")
     tmde(args)
 
 
@@ -162,9 +179,5 @@ def ct_mde(args):
     dropout 0.3, and, as in fairseq's transformer_vaswani_wmt_en_de_big the thesis started from,
     separate encoder, decoder and output embedding tables (with a 50K vocabulary: 246M parameters,
     Table 4.1's count); the "c" means training with ``--criterion distance_constraint``."""
-    args.encoder_normalize_before = getattr(args, "encoder_normalize_before", True)
-    args.decoder_normalize_before = getattr(args, "decoder_normalize_before", True)
-    args.encoder_layers = getattr(args, "encoder_layers", 6)
-    args.decoder_layers = getattr(args, "decoder_layers", 1)
-    args.full_encoder_attention = getattr(args, "full_encoder_attention", False)
+    arch_overrides(args, encoder_normalize_before=True, decoder_normalize_before=True, decoder_layers=1)
     transformer_vaswani_wmt_en_de_big(args)

@@ -18,25 +18,21 @@ QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention m
             "concat": "uniform (context vectors concatenated)"}
 
 
-def recorder(model, layer: int):
-    """The module that records input weights: a Transformer layer's cross-attention or the RNN decoder."""
-    if hasattr(model.decoder, "layers") and hasattr(model.decoder.layers[0], "cross_attention"):
-        return model.decoder.layers[layer].cross_attention
-    if hasattr(model.decoder, "record_input_weights"):
-        return model.decoder
-    raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
-
-
 def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
-    """(B, T, n) input weights of decoder layer ``layer`` under teacher forcing."""
-    attention = recorder(model, layer)
-    attention.record_input_weights = True
-    try:
-        with torch.no_grad():
-            model(**sample["net_input"])
-        return attention.last_input_weights
-    finally:
-        attention.record_input_weights = False
+    """(B, T, n) input weights of decoder layer ``layer`` under teacher forcing, from the decoder's
+    ``extra["input_weights"]`` (the RNN decoder has one attention, read whatever ``layer``)."""
+    from fairseq_ctx.multisource.rnn import MultiSourceRNNDecoder
+    from fairseq_ctx.multisource.transformer_layers import MultiSourceTransformerDecoder
+
+    if isinstance(model.decoder, MultiSourceTransformerDecoder):
+        alignment = {"alignment_layer": layer % model.decoder.num_layers}
+    elif isinstance(model.decoder, MultiSourceRNNDecoder):
+        alignment = {}
+    else:
+        raise SystemExit("fairseq-ctx-attention-plot: the checkpoint is not a hierarchical_attention_decoder / multisource_rnn model")
+    with torch.no_grad():
+        _, extra = model(**sample["net_input"], **alignment)
+    return extra["input_weights"][0]
 
 
 def plot(records: List[Dict], inputs: List[str], title: str, path: str) -> None:
@@ -68,7 +64,7 @@ def attention_records(model, task, split: str, sentence_ids: Sequence[int], laye
     sample = dataset.collater([dataset[i] for i in sentence_ids])
     weights = input_attention(model, sample, layer)
     rnn_attention = getattr(model.decoder, "attention", None)
-    combination = rnn_attention.combination if rnn_attention is not None else recorder(model, 0).combination
+    combination = rnn_attention.combination if rnn_attention is not None else model.decoder.layers[0].cross_attention.combination
     inputs = ["source"] + [spec.name for spec in model.encoder.aux_inputs]
     if rnn_attention is not None and rnn_attention.sentinel:
         inputs.append("sentinel")

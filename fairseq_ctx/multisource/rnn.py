@@ -1,12 +1,13 @@
 """Architecture ``multisource_rnn``: BiGRU encoders + conditional-GRU decoder with Bahdanau
 attention over several inputs (SPEC §4, Libovický 2019 §5.1)."""
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from fairseq import utils
-from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder, register_model,
-                            register_model_architecture)
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder, register_model
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
 
@@ -96,8 +97,6 @@ class MultiSourceRNNDecoder(FairseqIncrementalDecoder):
         self.readout = nn.Linear(hidden + embed + args.context_dim, embed)
         self.output_projection = nn.Linear(embed, len(dictionary))
         self.dropout_module = FairseqDropout(args.dropout, module_name=self.__class__.__name__)
-        self.record_input_weights = False
-        self.last_input_weights: Optional[Tensor] = None
 
     def _initial(self, encoder_out) -> Dict[str, Tensor]:
         source, mask = encoder_out["states"][0], encoder_out["masks"][0]
@@ -123,8 +122,6 @@ class MultiSourceRNNDecoder(FairseqIncrementalDecoder):
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, "rnn",
                                        {"state": state, **{f"keys{k}": v for k, v in enumerate(keys)}})
-        if self.record_input_weights:
-            self.last_input_weights = torch.stack(weights, 1)
         logits = self.output_projection(self.dropout_module(torch.stack(outputs, 1)))
         return logits, {"attn": [None], "input_weights": [torch.stack(weights, 1)]}
 
@@ -137,29 +134,34 @@ class MultiSourceRNNDecoder(FairseqIncrementalDecoder):
         return int(1e5)
 
 
-@register_model("multisource_rnn")
+@dataclass
+class MultiSourceRNNConfig(FairseqDataclass):
+    """Options of ``multisource_rnn``, defaults as Libovický (2019), §5.1."""
+    encoder_embed_dim: int = field(default=300, metadata={"help": "source embedding size (thesis 300)"})
+    encoder_hidden_size: int = field(default=300, metadata={"help": "BiGRU units per direction (thesis 300)"})
+    decoder_embed_dim: int = field(default=300, metadata={"help": "target embedding size (thesis 300)"})
+    decoder_hidden_size: int = field(default=500, metadata={"help": "conditional GRU size (thesis 500)"})
+    attention_dim: int = field(default=500, metadata={"help": "attention hidden size (thesis 500)"})
+    context_dim: Optional[int] = field(
+        default=None, metadata={"help": "size of the combined context vector (default: 2 x --encoder-hidden-size)"})
+    combination: ChoiceEnum(RNN_COMBINATIONS) = field(
+        default="hierarchical", metadata={"help": "how the inputs' contexts are combined (eq. 5.1-5.3)"})
+    sentinel: bool = field(default=False, metadata={"help": "add the sentinel gate (eq. 5.4-5.5)"})
+    dropout: float = field(default=0.2, metadata={"help": "dropout probability"})
+    aux_input_spec: str = field(
+        default="", metadata={"help": "filled in by --task multimodal_translation (inputs and feature sizes); do not set"})
+
+
+@register_model("multisource_rnn", dataclass=MultiSourceRNNConfig)
 class MultiSourceRNN(FairseqEncoderDecoderModel):
     """RNN multi-source / multimodal translation with concat, flat or hierarchical attention."""
 
     task_name = "multimodal_translation"  # checked by the tasks (fairseq_ctx.core.model_family)
 
-    @staticmethod
-    def add_args(parser):
-        parser.add_argument("--encoder-embed-dim", type=int, help="source embedding size (thesis 300)")
-        parser.add_argument("--encoder-hidden-size", type=int, help="BiGRU units per direction (thesis 300)")
-        parser.add_argument("--decoder-embed-dim", type=int, help="target embedding size (thesis 300)")
-        parser.add_argument("--decoder-hidden-size", type=int, help="conditional GRU size (thesis 500)")
-        parser.add_argument("--attention-dim", type=int, help="attention hidden size (thesis 500)")
-        parser.add_argument("--context-dim", type=int, help="size of the combined context vector")
-        parser.add_argument("--combination", choices=RNN_COMBINATIONS, help="concat | flat | hierarchical (default)")
-        parser.add_argument("--sentinel", action="store_true", help="add the sentinel gate (eq. 5.4-5.5)")
-        parser.add_argument("--dropout", type=float, help="dropout probability")
-        parser.add_argument("--aux-input-spec", type=str, default="",
-                            help="filled in by --task multimodal_translation (inputs and feature sizes); do not set")
-
     @classmethod
-    def build_model(cls, args, task):
-        multisource_rnn(args)
+    def build_model(cls, args: MultiSourceRNNConfig, task):
+        if args.context_dim is None:
+            args.context_dim = 2 * args.encoder_hidden_size
         encoder = MultiSourceRNNEncoder(args, task.source_dictionary, getattr(task, "extra_dicts", {}))
         input_dims = [2 * args.encoder_hidden_size] * (1 + len(encoder.aux_inputs))
         return cls(encoder, MultiSourceRNNDecoder(args, task.target_dictionary, input_dims))
@@ -172,17 +174,3 @@ class MultiSourceRNN(FairseqEncoderDecoderModel):
         logits = net_output[0].float()
         return F.log_softmax(logits, -1) if log_probs else F.softmax(logits, -1)
 
-
-@register_model_architecture("multisource_rnn", "multisource_rnn")
-def multisource_rnn(args):
-    """Thesis sizes (§5.1): embeddings 300, BiGRU 300, attention 500, conditional GRU 500."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", None) or 300
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or 300
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", None) or 300
-    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", None) or 500
-    args.attention_dim = getattr(args, "attention_dim", None) or 500
-    args.context_dim = getattr(args, "context_dim", None) or 2 * args.encoder_hidden_size
-    args.combination = getattr(args, "combination", None) or "hierarchical"
-    args.sentinel = getattr(args, "sentinel", False)
-    args.dropout = getattr(args, "dropout", None) if getattr(args, "dropout", None) is not None else 0.2
-    args.aux_input_spec = getattr(args, "aux_input_spec", "") or ""

@@ -1,7 +1,9 @@
 """Architectures ``hierarchical_attention_decoder`` (+ ``_big``): a Transformer whose decoder
 attends the source sentence and auxiliary inputs with a chosen combination strategy (SPEC §4)."""
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerModel, base_architecture
 from torch import Tensor
@@ -9,40 +11,52 @@ from torch import Tensor
 from fairseq_ctx.multisource.aux_input_spec import parse_spec
 from fairseq_ctx.multisource.transformer_layers import MultiSourceEncoder, MultiSourceTransformerDecoder
 from fairseq_ctx.multisource.modules.multi_input_attention import COMBINATIONS
+from fairseq_ctx.core.model_options import TransformerOptions, arch_overrides, with_transformer_options
 
 
-@register_model("multisource_transformer")
-class MultiSourceTransformer(TransformerModel):
+@dataclass
+class MultiSourceTransformerConfig(FairseqDataclass):
+    """Options of the multi-input decoder (Libovický 2019, §5.2) beyond fairseq's Transformer."""
+    combination: ChoiceEnum(COMBINATIONS) = field(
+        default="hierarchical",
+        metadata={"help": "how each decoder layer combines its inputs (Libovický 2019, Fig. 5.4, eq. 5.15-5.16)"},
+    )
+    feature_dropout: Optional[float] = field(
+        default=None, metadata={"help": "dropout on projected dense features (default: --dropout)"})
+    no_feature_layernorm: bool = field(default=False, metadata={"help": "no layer norm after the feature projection"})
+    no_region_positions: bool = field(
+        default=False, metadata={"help": "no learned position embedding per feature region"})
+    input_attention_heads: str = field(
+        default="",
+        metadata={"help": "heads of the decoder's attention over each input, comma-separated in input order "
+                  "(source, then --feature-inputs, then --extra-source-langs), or one count for all "
+                  "(default: --decoder-attention-heads). Each input has its own attention except with "
+                  "flat combination, as in the thesis' implementation (§5.2.1). In training, attention "
+                  "over many image regions costs in proportion to its heads: e.g. 16,8 for 196 regions"},
+    )
+    hierarchical_attention_heads: int = field(
+        default=0,
+        metadata={"help": "heads of the hierarchical combination's second-level attention over the inputs' "
+                  "contexts (0: --decoder-attention-heads)"},
+    )
+    share_extra_encoders: bool = field(
+        default=False,
+        metadata={"help": "encode extra source languages with the source encoder (default: one encoder each)"},
+    )
+    aux_input_spec: str = field(
+        default="",
+        metadata={"help": "filled in by --task multimodal_translation (inputs and feature sizes); do not set"},
+    )
+
+
+@register_model("multisource_transformer", dataclass=with_transformer_options(MultiSourceTransformerConfig))
+class MultiSourceTransformer(TransformerOptions, TransformerModel):
     """Transformer with a multi-input decoder (Libovický 2019, §5.2). With no auxiliary inputs
     it is the plain Transformer (same parameters up to the names mapped by
     :func:`transformer_state_to_multisource`)."""
 
     task_name = "multimodal_translation"  # checked by the tasks (fairseq_ctx.core.model_family)
-
-    @classmethod
-    def add_args(cls, parser):
-        super().add_args(parser)
-        parser.add_argument("--combination", choices=COMBINATIONS,
-                            help="how each decoder layer combines its inputs (SPEC §4, default hierarchical)")
-        parser.add_argument("--feature-dropout", type=float,
-                            help="dropout on projected dense features (default: --dropout)")
-        parser.add_argument("--no-feature-layernorm", action="store_true",
-                            help="no layer norm after the feature projection")
-        parser.add_argument("--no-region-positions", action="store_true",
-                            help="no learned position embedding per feature region")
-        parser.add_argument("--input-attention-heads", type=str, default="",
-                            help="heads of the decoder's attention over each input, comma-separated in input order "
-                                 "(source, then --feature-inputs, then --extra-source-langs), or one count for all "
-                                 "(default: --decoder-attention-heads). Each input has its own attention except with "
-                                 "flat combination, as in the thesis' implementation (§5.2.1). In training, attention "
-                                 "over many image regions costs in proportion to its heads: e.g. 16,8 for 196 regions")
-        parser.add_argument("--hierarchical-attention-heads", type=int, default=0,
-                            help="heads of the hierarchical combination's second-level attention over the inputs' "
-                                 "contexts (default: --decoder-attention-heads)")
-        parser.add_argument("--share-extra-encoders", action="store_true",
-                            help="encode extra source languages with the source encoder (default: one encoder each)")
-        parser.add_argument("--aux-input-spec", type=str, default="",
-                            help="filled in by --task multimodal_translation (inputs and feature sizes); do not set")
+    options = MultiSourceTransformerConfig
 
     @classmethod
     def build_model(cls, args, task):
@@ -108,31 +122,15 @@ def transformer_state_to_multisource(state: Dict[str, Tensor]) -> Dict[str, Tens
     return renamed
 
 
-def _defaults(args, combination: str = "hierarchical"):
-    args.combination = getattr(args, "combination", None) or combination
-    args.feature_dropout = getattr(args, "feature_dropout", None)
-    args.no_feature_layernorm = getattr(args, "no_feature_layernorm", False)
-    args.no_region_positions = getattr(args, "no_region_positions", False)
-    args.share_extra_encoders = getattr(args, "share_extra_encoders", False)
-    args.input_attention_heads = getattr(args, "input_attention_heads", "") or ""
-    args.hierarchical_attention_heads = getattr(args, "hierarchical_attention_heads", 0) or 0
-    args.aux_input_spec = getattr(args, "aux_input_spec", "") or ""
-
-
 @register_model_architecture("multisource_transformer", "hierarchical_attention_decoder")
 def hierarchical_attention_decoder(args):
     """Transformer-base sizes (fairseq defaults); --combination hierarchical by default."""
-    _defaults(args)
     base_architecture(args)
 
 
 @register_model_architecture("multisource_transformer", "hierarchical_attention_decoder_big")
 def hierarchical_attention_decoder_big(args):
     """Thesis Multi30k sizes (SPEC §4): 6+6 layers, D 512, FFN 4096, 16 heads, shared embeddings."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 512)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 4096)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 16)
-    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 4096)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 16)
-    args.share_all_embeddings = getattr(args, "share_all_embeddings", True)
+    arch_overrides(args, encoder_ffn_embed_dim=4096, encoder_attention_heads=16, decoder_ffn_embed_dim=4096,
+                   decoder_attention_heads=16, share_all_embeddings=True)
     hierarchical_attention_decoder(args)

@@ -32,7 +32,11 @@ class MultiSourceDecoderLayer(TransformerDecoderLayerBase):
                 incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
                 prev_self_attn_state=None, prev_attn_state=None, self_attn_mask: Optional[Tensor] = None,
                 self_attn_padding_mask: Optional[Tensor] = None, need_attn: bool = False,
-                need_head_weights: bool = False):
+                need_head_weights: bool = False, input_sizes: Optional[List[int]] = None,
+                padded_inputs: Optional[List[bool]] = None, beam_size: int = 1):
+        """fairseq's decoder layer contract, with the inputs' layout (from ``encoder_out``) passed
+        on to the cross-attention; the third output is the (B, T, n) weight of each input when
+        attention weights are asked for (None otherwise)."""
         residual = x
         if self.normalize_before:
             x = self.self_attn_layer_norm(x)
@@ -41,11 +45,14 @@ class MultiSourceDecoderLayer(TransformerDecoderLayerBase):
         x = self.residual_connection(self.dropout_module(x), residual)
         if not self.normalize_before:
             x = self.self_attn_layer_norm(x)
-        attn = None
+        attn = input_weights = None
         if encoder_out is not None:
             want_weights = need_attn or need_head_weights or (not self.training and self.need_attn)
-            x, attn = self.cross_attention(x, encoder_out, encoder_padding_mask, incremental_state,
-                                           need_head_weights=want_weights)
+            x, attn, input_weights = self.cross_attention(
+                x, encoder_out, encoder_padding_mask, incremental_state, need_head_weights=want_weights,
+                input_sizes=input_sizes, padded_inputs=padded_inputs, beam_size=beam_size,
+                need_input_weights=want_weights,
+            )
             if attn is not None and not need_head_weights:
                 attn = attn.mean(0)
         residual = x
@@ -60,12 +67,13 @@ class MultiSourceDecoderLayer(TransformerDecoderLayerBase):
         x = self.residual_connection(x, residual)
         if not self.normalize_before:
             x = self.final_layer_norm(x)
-        return x, attn, None
+        return x, attn, input_weights
 
 
 class MultiSourceTransformerDecoder(TransformerDecoderBase):
-    """fairseq's Transformer decoder built from :class:`MultiSourceDecoderLayer`; reads the
-    per-input sizes, which inputs may be padded and the beam size from ``encoder_out``."""
+    """fairseq's Transformer decoder built from :class:`MultiSourceDecoderLayer`; passes the
+    per-input sizes, which inputs may be padded and the beam size from ``encoder_out`` to each
+    layer's call (Libovický 2019, §5.2)."""
 
     def __init__(self, cfg, dictionary, embed_tokens, num_inputs: int, combination: str,
                  input_heads: Optional[List[int]] = None, hierarchical_heads: Optional[int] = None):
@@ -83,15 +91,65 @@ class MultiSourceTransformerDecoder(TransformerDecoderBase):
 
     def extract_features_scriptable(self, prev_output_tokens, encoder_out, incremental_state=None,
                                     full_context_alignment=False, alignment_layer=None, alignment_heads=None):
-        sizes = list(encoder_out.get("input_sizes", [])) if encoder_out is not None else []
-        padded = list(encoder_out.get("padded_inputs", [])) if encoder_out is not None else []
-        beam_size = encoder_out.get("beam_size", [1])[0] if encoder_out is not None else 1
-        for layer in self.layers:
-            layer.cross_attention.input_sizes = sizes
-            layer.cross_attention.padded_inputs = padded
-            layer.cross_attention.beam_size = beam_size
-        return super().extract_features_scriptable(prev_output_tokens, encoder_out, incremental_state,
-                                                   full_context_alignment, alignment_layer, alignment_heads)
+        """fairseq's decoder pass (embeddings, layers, final norm), each layer given the inputs'
+        sizes, which may be padded and the beam size from ``encoder_out``. ``extra`` holds, as in
+        fairseq, the head-averaged attention of ``alignment_layer`` (default: the last) and the
+        inner states, and ``input_weights``: that layer's (B, T, n) weight of each input."""
+        if alignment_layer is None:
+            alignment_layer = self.num_layers - 1
+        enc = padding_mask = None
+        layout = {}
+        if encoder_out is not None:
+            enc = encoder_out["encoder_out"][0] if len(encoder_out["encoder_out"]) > 0 else None
+            if len(encoder_out["encoder_padding_mask"]) > 0:
+                padding_mask = encoder_out["encoder_padding_mask"][0]
+            layout = {"input_sizes": list(encoder_out.get("input_sizes", [])),
+                      "padded_inputs": list(encoder_out.get("padded_inputs", [])),
+                      "beam_size": encoder_out.get("beam_size", [1])[0]}
+        x, self_attn_padding_mask = self._embed(prev_output_tokens, incremental_state)
+        attn = input_weights = None
+        inner_states: List[Optional[Tensor]] = [x]
+        for idx, layer in enumerate(self.layers):
+            self_attn_mask = self.buffered_future_mask(x) if incremental_state is None and not full_context_alignment else None
+            x, layer_attn, layer_input_weights = layer(
+                x, enc, padding_mask, incremental_state, self_attn_mask=self_attn_mask,
+                self_attn_padding_mask=self_attn_padding_mask, need_attn=idx == alignment_layer,
+                need_head_weights=idx == alignment_layer, **layout,
+            )
+            inner_states.append(x)
+            if idx == alignment_layer:
+                input_weights = layer_input_weights
+                if layer_attn is not None:
+                    attn = layer_attn.float().to(x)
+        if attn is not None:
+            attn = (attn[:alignment_heads] if alignment_heads is not None else attn).mean(dim=0)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        x = x.transpose(0, 1)
+        if self.project_out_dim is not None:
+            x = self.project_out_dim(x)
+        return x, {"attn": [attn], "inner_states": inner_states, "input_weights": [input_weights]}
+
+    def _embed(self, prev_output_tokens: Tensor, incremental_state) -> Tuple[Tensor, Optional[Tensor]]:
+        """Token and position embeddings (T, B, D) of the tokens still to decode, and their padding mask."""
+        positions = None
+        if self.embed_positions is not None:
+            positions = self.embed_positions(prev_output_tokens, incremental_state=incremental_state)
+        if incremental_state is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+            positions = positions[:, -1:] if positions is not None else None
+        x = self.embed_scale * self.embed_tokens(prev_output_tokens.contiguous())
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        if self.project_in_dim is not None:
+            x = self.project_in_dim(x)
+        if positions is not None:
+            x += positions
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x).transpose(0, 1)
+        padding = prev_output_tokens.eq(self.padding_idx)
+        return x, (padding if padding.any() else None)
 
 
 class MultiSourceEncoder(FairseqEncoder):

@@ -10,10 +10,12 @@ from torch import nn
 from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
+from fairseq_ctx.core.model_options import with_transformer_options
 
 
 @dataclass
 class ConcatContextConfig(FairseqDataclass):
+    """Options of TwC (Yun 2022, §3.2.1) beyond fairseq's Transformer."""
     max_context_sentences: int = field(
         default=10,
         metadata={"help": "number of learned context segment embeddings (segment 0 is the source, "
@@ -57,16 +59,15 @@ class ConcatContextEncoder(ContextEncoderBase):
         return x, padding, embedding, tokens
 
 
-@register_model("context_concat_transformer")
+@register_model("context_concat_transformer", dataclass=with_transformer_options(ConcatContextConfig))
 class ConcatContextTransformer(ContextTransformerModel):
     """TwC baseline: Transformer over the concatenation of source and context sentences."""
 
     encoder_class = ConcatContextEncoder
-    config_class = ConcatContextConfig
+    options = ConcatContextConfig
 
 
 @register_model_architecture("context_concat_transformer", "ctx_concat")
 def ctx_concat_architecture(args):
     """TwC with Transformer-base sizes (512, 6+6 layers, 8 heads, dropout 0.1)."""
-    args.max_context_sentences = getattr(args, "max_context_sentences", 10)
     base_architecture(args)

@@ -1,14 +1,15 @@
 """Architecture ``dat`` (DAT): shared lower encoder layers for the context, gated fusion on top."""
-import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from fairseq.modules import FairseqDropout
 
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.baselines.base import ContextModelConfig, ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import concatenated_context
+from fairseq_ctx.context.modules.empty_context import attendable, without_context
 from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.core.model_options import with_transformer_options
 
 
 class DocumentAwareEncoder(ContextEncoderBase):
@@ -36,11 +37,11 @@ class DocumentAwareEncoder(ContextEncoderBase):
         t = t.transpose(0, 1)
         h_ctx, _ = self.context_attn(query=x, key=t, value=t, key_padding_mask=t_padding, need_weights=False)
         fused = self.gated_sum(h_src, self.context_dropout(h_ctx))
-        has_context = context_index.ge(0).any(dim=1)
-        return torch.where(has_context.view(1, -1, 1), fused, h_src), padding, embedding, src_tokens
+        _, has_context = attendable(context_index.lt(0))
+        return without_context(fused, h_src, has_context), padding, embedding, src_tokens
 
 
-@register_model("document_aware_transformer")
+@register_model("document_aware_transformer", dataclass=with_transformer_options(ContextModelConfig))
 class DocumentAwareTransformer(ContextTransformerModel):
     """DAT baseline: context encoder sharing the first L-1 source layers, gated sum at the top."""
 

@@ -14,10 +14,12 @@ from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import concatenated_context
 from fairseq_ctx.context.modules.hierarchical_context_encoder import memory_layer_config
+from fairseq_ctx.core.model_options import with_transformer_options
 
 
 @dataclass
 class DctConfig(FairseqDataclass):
+    """Options of DCT (Yun 2022, eq. 3.9–3.10) beyond fairseq's Transformer."""
     context_encoder_layers: Optional[int] = field(
         default=None,
         metadata={"help": "layers of DCT's own context encoder (not shared with the source encoder, "
@@ -48,7 +50,7 @@ class DocumentContextEncoder(ContextEncoderBase):
 
     def __init__(self, cfg, args, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
-        num_context_layers = getattr(args, "context_encoder_layers", None) or cfg.encoder.layers
+        num_context_layers = args.context_encoder_layers or cfg.encoder.layers
         self.context_layers = nn.ModuleList(TransformerEncoderLayerBase(cfg) for _ in range(num_context_layers))
         self.context_layer_norm = LayerNorm(cfg.encoder.embed_dim) if cfg.encoder.normalize_before else None
 
@@ -69,16 +71,15 @@ class DocumentContextEncoder(ContextEncoderBase):
         return x, padding, embedding, src_tokens
 
 
-@register_model("document_context_transformer")
+@register_model("document_context_transformer", dataclass=with_transformer_options(DctConfig))
 class DocumentContextTransformer(ContextTransformerModel):
     """DCT baseline: every source encoder layer attends the encoded context."""
 
     encoder_class = DocumentContextEncoder
-    config_class = DctConfig
+    options = DctConfig
 
 
 @register_model_architecture("document_context_transformer", "dct")
 def dct_architecture(args):
     """DCT with Transformer-base sizes (512, 6+6 layers, 8 heads, dropout 0.1)."""
-    args.context_encoder_layers = getattr(args, "context_encoder_layers", None)
     base_architecture(args)

@@ -1,15 +1,16 @@
 """Architecture ``han`` (HAN): two-level context-source attention in every encoder layer."""
-import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from fairseq.modules import FairseqDropout, LayerNorm
 from torch import Tensor, nn
 
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.baselines.base import ContextModelConfig, ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import gather_slots
+from fairseq_ctx.context.modules.empty_context import attendable, without_context
 from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.core.model_options import with_transformer_options
 
 
 class HierarchicalAttentionLayer(nn.Module):
@@ -63,15 +64,15 @@ class HierarchicalAttentionEncoder(ContextEncoderBase):
     def encode(self, src_tokens, context_tokens, context_index, token_embeddings):
         x, padding, embedding = self.embed(src_tokens, token_embeddings)
         c, context_padding, _ = self.embed(context_tokens)
-        has_context = context_index.ge(0).any(dim=1).view(1, -1, 1)
+        _, has_context = attendable(context_index.lt(0))
         for layer, han in zip(self.layers, self.han_layers):
             x = layer(x, encoder_padding_mask=padding)
             c = layer(c, encoder_padding_mask=context_padding)
-            x = torch.where(has_context, han(x, c, context_padding, context_index), x)
+            x = without_context(han(x, c, context_padding, context_index), x, has_context)
         return x, padding, embedding, src_tokens
 
 
-@register_model("hierarchical_attention_transformer")
+@register_model("hierarchical_attention_transformer", dataclass=with_transformer_options(ContextModelConfig))
 class HierarchicalAttentionTransformer(ContextTransformerModel):
     """HAN baseline: hierarchical (word, then sentence) context attention in every encoder layer."""
 

@@ -4,13 +4,15 @@ from typing import Optional, Tuple
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
+from fairseq_ctx.context.modules.empty_context import attendable, without_context
+
 
 class ContextAttention(MultiheadAttention):
     """Context-source attention MH(h', t) (Yun 2022, eq. 3.6/3.9/3.11) whose output is exactly
     zero for an example whose context keys are all padding (a document-initial sentence),
     instead of the NaN of a softmax over nothing. Such rows attend their (padding) keys
-    unmasked and the result is multiplied by 0, so gradients stay finite and every parameter
-    is still in the graph."""
+    unmasked and their result is replaced by 0 (:mod:`empty_context`), so gradients stay
+    finite and every parameter is still in the graph."""
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, **kwargs):
         kwargs.setdefault("encoder_decoder_attention", True)
@@ -20,7 +22,6 @@ class ContextAttention(MultiheadAttention):
                 key_padding_mask: Optional[Tensor] = None, **kwargs) -> Tuple[Tensor, Optional[Tensor]]:
         if key_padding_mask is None:
             return super().forward(query, key, value, key_padding_mask=None, **kwargs)
-        empty = key_padding_mask.all(dim=1)
-        mask = key_padding_mask & ~empty.unsqueeze(1)
+        mask, has_context = attendable(key_padding_mask)
         out, weights = super().forward(query, key, value, key_padding_mask=mask, **kwargs)
-        return out * (~empty).view(1, -1, 1).to(out.dtype), weights
+        return without_context(out, out.new_zeros(()), has_context), weights

@@ -5,7 +5,7 @@ import torch
 from fairseq.models.transformer import TransformerEncoderBase
 from torch import Tensor
 
-from fairseq_ctx.context.modules.context_gather import normalize_context
+from fairseq_ctx.context.modules.empty_context import context_or_placeholder
 
 
 class ContextEncoderBase(TransformerEncoderBase):
@@ -42,7 +42,7 @@ class ContextEncoderBase(TransformerEncoderBase):
     ) -> Dict[str, List[Tensor]]:
         """``context_source_row`` / ``document_index`` are batch entries for HCE/HMCE's context
         reuse and document vector; these encoders do not use them."""
-        context_tokens, context_index = normalize_context(src_tokens, context_tokens, context_index, self.dictionary.eos())
+        context_tokens, context_index = context_or_placeholder(src_tokens, context_tokens, context_index, self.dictionary.eos())
         x, padding, embedding, tokens = self.encode(src_tokens, context_tokens, context_index, token_embeddings)
         if self.layer_norm is not None:
             x = self.layer_norm(x)

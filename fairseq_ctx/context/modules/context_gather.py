@@ -1,26 +1,9 @@
 """Turn the shared batch format (``context_tokens`` (U, Lc) + ``context_index`` (B, N)) into
 per-example context inputs; used by every context baseline so that batching stays in one place."""
-from typing import Optional, Tuple
+from typing import Tuple
 
 import torch
 from torch import Tensor
-
-
-def normalize_context(
-    src_tokens: Tensor, context_tokens: Optional[Tensor], context_index: Optional[Tensor], eos: int
-) -> Tuple[Tensor, Tensor]:
-    """Context inputs that always hold at least one sentence row.
-
-    Missing context (sentence-level batches, or batches whose examples are all
-    document-initial) becomes one dummy ``[eos]`` sentence that no slot points to, so the
-    context path of a model still runs (every parameter stays in the graph).
-    """
-    if context_index is None or context_tokens is None:
-        context_index = src_tokens.new_full((src_tokens.size(0), 1), -1)
-        context_tokens = src_tokens.new_zeros((0, 1))
-    if context_tokens.size(0) == 0:
-        context_tokens = src_tokens.new_full((1, 1), eos)
-    return context_tokens, context_index
 
 
 def gather_slots(per_sentence: Tensor, padding: Tensor, context_index: Tensor) -> Tuple[Tensor, Tensor]:

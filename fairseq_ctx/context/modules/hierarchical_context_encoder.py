@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from fairseq_ctx.core.attentive_pooling import AttentivePooling
 from fairseq_ctx.context.modules.document_vector import DocumentVector
+from fairseq_ctx.context.modules.empty_context import attendable, context_or_placeholder, placeholder_sentence, without_context
 from fairseq_ctx.core.gated_sum import GatedSum
 from fairseq_ctx.core.length_chunks import trim_padding
 from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
@@ -26,6 +27,12 @@ SourceRowPooling = Callable[[Tensor], Tensor]
 
 @dataclass
 class HierarchicalContextConfig(FairseqDataclass):
+    """Options of HCE/HMCE (Yun 2022, ch. 3) beyond fairseq's Transformer."""
+    memory_attention: bool = field(
+        default=False,
+        metadata={"help": "HMCE: the upper level also attends the source embedding (memory attention, "
+                  "eq. 3.17); set by --arch hmce, off for --arch hce"},
+    )
     context_encoder_layers: Optional[int] = field(
         default=None,
         metadata={"help": "layers of the lower-level (per context sentence) encoder; default: "
@@ -233,15 +240,13 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
     ) -> Tuple[Tensor, Tensor]:
         """Returns slot vectors (N, B, C) (N+1 with the document vector) and the slot mask
         (B, N), True for empty slots."""
-        batch = src_tokens.size(0)
-        if context_index is None or context_tokens is None:
-            context_index = src_tokens.new_full((batch, 1), -1)
-            context_tokens = src_tokens.new_zeros((0, 1))
+        context_tokens, context_index = context_or_placeholder(src_tokens, context_tokens, context_index,
+                                                               self.dictionary.eos())
         needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
         needed[context_index[context_index.ge(0)]] = True
         empty = context_index.lt(0)
         if not needed.any():
-            vectors = self.encode_context_sentences(src_tokens.new_full((1, 1), self.dictionary.eos()))
+            vectors = self.encode_context_sentences(placeholder_sentence(src_tokens, self.dictionary.eos()))
             slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
         elif self.context_cache is None:
             per_slot = self.encode_context_sentences(context_tokens[context_index[~empty], 1:])
@@ -288,15 +293,16 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         context_index: Optional[Tensor] = None,
         context_source_row: Optional[Tensor] = None,
         document_index: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
     ) -> List[Dict[str, List[Tensor]]]:
         """The encoder outputs of the batch rows ``chunks`` (a partition of the batch), each
         chunk cut to its own longest source: the same numbers as :meth:`forward` on the whole
-        batch, with less padding. Context sentences that are sources of the batch are pooled
-        from whichever chunk encoded them."""
+        batch, with less padding (``encoder_states`` too with ``return_all_hiddens``). Context
+        sentences that are sources of the batch are pooled from whichever chunk encoded them."""
         reuse = self.reuses_source_encodings and context_source_row is not None
         outs = [
             self.encode_sources(trim_padding(src_tokens.index_select(0, rows), self.padding_idx)[0],
-                                src_lengths.index_select(0, rows), False, reuse)
+                                src_lengths.index_select(0, rows), return_all_hiddens, reuse)
             for rows in chunks
         ]
         pool = self.source_row_pooling(outs, chunks) if reuse else None
@@ -346,8 +352,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         into ``out["encoder_out"]`` (eq. 3.6–3.8, 3.17)."""
         out.pop("lower_level", None)
         h_src = out["encoder_out"][0]
-        has_context = ~empty.all(dim=1)
-        slot_mask = empty & has_context.unsqueeze(1)
+        slot_mask, has_context = attendable(empty)
         if self.memory_attention:
             memory = out["encoder_embedding"][0].transpose(0, 1)
             t, _, _ = self.upper(
@@ -360,7 +365,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
             t = self.upper(slots, encoder_padding_mask=slot_mask)
         h_ctx, _ = self.context_attn(query=h_src, key=t, value=t, key_padding_mask=slot_mask, need_weights=False)
         fused = self.gated_sum(h_src, self.context_dropout(h_ctx))
-        out["encoder_out"] = [torch.where(has_context.view(1, -1, 1), fused, h_src)]
+        out["encoder_out"] = [without_context(fused, h_src, has_context)]
         return out
 
 

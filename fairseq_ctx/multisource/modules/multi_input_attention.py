@@ -27,9 +27,10 @@ class MultiInputAttention(nn.Module):
     the hierarchy "theoretically allows utilizing a different number of heads for each input").
 
     With a single input every strategy is the plain Transformer cross-attention sub-layer
-    (``attentions[0]`` / ``layer_norms[0]``). The decoder sets, for each batch, ``input_sizes``
-    (splits the concatenated encoder states into the inputs), ``padded_inputs`` (which inputs may
-    have padding; the others attend without a mask) and ``beam_size`` (beam copies per sentence).
+    (``attentions[0]`` / ``layer_norms[0]``). Each call is given ``input_sizes`` (splits the
+    concatenated encoder states into the inputs), ``padded_inputs`` (which inputs may have
+    padding; the others attend without a mask) and ``beam_size`` (beam copies per sentence), all
+    read by the decoder from ``encoder_out``.
 
     Speed, all exact: while decoding, keys/values of each input are computed once per sentence
     (fairseq's beamable encoder-decoder attention) and cached in the incremental state
@@ -65,36 +66,41 @@ class MultiInputAttention(nn.Module):
             if combination == "hierarchical" and num_inputs > 1 else None
         )
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
-        self.input_sizes: List[int] = []
-        self.padded_inputs: List[bool] = []
-        self.beam_size = 1
-        self.record_input_weights = False
-        self.last_input_weights: Optional[Tensor] = None
 
     def forward(self, x: Tensor, encoder_out: Tensor, padding_mask: Optional[Tensor],
                 incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
-                need_head_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+                need_head_weights: bool = False, input_sizes: Optional[List[int]] = None,
+                padded_inputs: Optional[List[bool]] = None, beam_size: int = 1,
+                need_input_weights: bool = False) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
         """x: (T, B, D) queries; encoder_out: (S_1+…+S_n, B, kdim) concatenated inputs;
-        padding_mask: (B, S_1+…+S_n). Returns the sub-layer output and, if asked, per-head
-        attention weights (H, B, T, S) over the concatenated states."""
-        sizes = self.input_sizes or [encoder_out.size(0)]
+        padding_mask: (B, S_1+…+S_n); ``input_sizes`` the S_i (default: one input),
+        ``padded_inputs`` which inputs may have padding (default: all), ``beam_size`` the beam
+        copies per sentence while decoding. Returns the sub-layer output, per-head attention
+        weights (H, B, T, S) over the concatenated states if ``need_head_weights``, and the
+        (B, T, n) weight of each input (β, attention mass or context-norm share, see
+        ``fairseq-ctx-attention-plot``) if ``need_input_weights``."""
+        sizes = list(input_sizes) if input_sizes else [encoder_out.size(0)]
         if len(sizes) != self.num_inputs and not (self.combination == "flat" or self.num_inputs == 1):
             raise ValueError(f"the decoder was built for {self.num_inputs} inputs but got {len(sizes)}")
         states = list(encoder_out.split(sizes, dim=0))
         masks = list(padding_mask.split(sizes, dim=1)) if padding_mask is not None else [None] * len(sizes)
-        padded = self.padded_inputs or [True] * len(sizes)
+        padded = list(padded_inputs) if padded_inputs else [True] * len(sizes)
         masks = [mask if may_pad else None for mask, may_pad in zip(masks, padded)]
         if self.combination == "serial":
-            return self._serial(x, states, masks, incremental_state, need_head_weights)
+            return self._serial(x, states, masks, incremental_state, need_head_weights, need_input_weights, beam_size)
         residual = x
         query = self.layer_norms[0](x) if self.normalize_before else x
+        input_weights: Optional[Tensor] = None
         if self.combination == "flat" or len(sizes) == 1:
-            context, weights = self._attend(0, query, encoder_out, padding_mask, incremental_state, need_head_weights)
-            if self.record_input_weights and weights is not None:
-                self.last_input_weights = torch.stack([w.sum(-1) for w in weights.float().mean(0).split(sizes, -1)], -1)
+            context, weights = self._attend(0, query, encoder_out, padding_mask, incremental_state,
+                                            need_head_weights or need_input_weights, beam_size)
+            if need_input_weights and weights is not None:
+                input_weights = torch.stack([w.sum(-1) for w in weights.float().mean(0).split(sizes, -1)], -1)
+            if not need_head_weights:
+                weights = None
         else:
             contexts, per_input = zip(*(
-                self._attend(i, query, states[i], masks[i], incremental_state, need_head_weights)
+                self._attend(i, query, states[i], masks[i], incremental_state, need_head_weights, beam_size)
                 for i in range(len(sizes))
             ))
             if self.combination == "parallel":
@@ -103,43 +109,41 @@ class MultiInputAttention(nn.Module):
             else:
                 context, input_weights = self._hierarchical(query, contexts)
             weights = self._scaled(per_input, input_weights) if need_head_weights else None
-            if self.record_input_weights:
-                self.last_input_weights = input_weights
         x = residual + self.dropout_module(context)
         if not self.normalize_before:
             x = self.layer_norms[0](x)
-        return x, weights
+        return x, weights, (input_weights if need_input_weights else None)
 
     def _attend(self, index: int, query: Tensor, states: Tensor, mask: Optional[Tensor], incremental_state,
-                need_head_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+                need_weights: bool, beam_size: int) -> Tuple[Tensor, Optional[Tensor]]:
         attention = self.attentions[index]
-        need_weights = need_head_weights or self.record_input_weights
         if incremental_state is None and factored_attention_is_cheaper(query.size(0), states.size(0), attention):
             return factored_attention(attention, query, states, mask, need_weights)
         # fairseq's beamable attention (keys/values from the first of each sentence's beam copies,
-        # cache reordered per sentence) only while decoding: set on every call, so a beam size
-        # never outlives the beam search that set it
-        attention.beam_size = self.beam_size if incremental_state is not None else 1
+        # cache reordered per sentence) only while decoding. fairseq's MultiheadAttention reads its
+        # beam size from an attribute, so it is set on every call from this call's argument.
+        attention.beam_size = beam_size if incremental_state is not None else 1
         return attention(
             query=query, key=states, value=states, key_padding_mask=mask, incremental_state=incremental_state,
             static_kv=True, need_weights=need_weights, need_head_weights=need_weights,
         )
 
-    def _serial(self, x, states, masks, incremental_state, need_head_weights):
+    def _serial(self, x, states, masks, incremental_state, need_head_weights: bool, need_input_weights: bool,
+                beam_size: int):
         per_input, contexts = [], []
         for i, (input_states, mask) in enumerate(zip(states, masks)):
             residual = x
             query = self.layer_norms[i](x) if self.normalize_before else x
-            context, weights = self._attend(i, query, input_states, mask, incremental_state, need_head_weights)
+            context, weights = self._attend(i, query, input_states, mask, incremental_state, need_head_weights,
+                                            beam_size)
             per_input.append(weights)
             contexts.append(context)
             x = residual + self.dropout_module(context)
             if not self.normalize_before:
                 x = self.layer_norms[i](x)
         input_weights = self._context_shares(contexts)
-        if self.record_input_weights:
-            self.last_input_weights = input_weights
-        return x, (self._scaled(per_input, input_weights) if need_head_weights else None)
+        return (x, (self._scaled(per_input, input_weights) if need_head_weights else None),
+                (input_weights if need_input_weights else None))
 
     def _hierarchical(self, query: Tensor, contexts) -> Tuple[Tensor, Tensor]:
         tgt_len, bsz, dim = query.shape
