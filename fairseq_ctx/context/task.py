@@ -127,7 +127,7 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
                 self.configure_dataset(dataset)
         checkpoint = getattr(cfg, "pretrained_sentence_checkpoint", None)
         if checkpoint and not from_checkpoint:
-            model.load_sentence_checkpoint(checkpoint)
+            model.load_sentence_checkpoint(checkpoint, (self.cfg.source_lang, self.cfg.target_lang))
         return model
 
 
