@@ -2,9 +2,10 @@
 MT, multilingual document embeddings and CKA analysis. One subpackage per family
 (``context``, ``multisource``, ``embedding``, ``analysis``) over a small shared ``core``.
 
-Importing the package is cheap: every task, architecture and criterion is registered, and the
-classes fairseq checkpoints need for torch's weights-only loading are allow-listed, as soon as
-fairseq is imported (at once when it already is); see :mod:`fairseq_ctx.core.registration`."""
+Importing the package is cheap: as soon as fairseq is imported (at once when it already is),
+every task, architecture and criterion is registered, the classes fairseq checkpoints need for
+torch's weights-only loading are allow-listed, and fairseq's checkpoint writes become atomic and
+its checkpoint reads name a damaged file; see :mod:`fairseq_ctx.core.registration`."""
 from fairseq_ctx.core.registration import register_with_fairseq
 from fairseq_ctx.version import __version__  # noqa: F401
 

@@ -3,6 +3,7 @@ given to stock fairseq (generate --path, train --restore-file) and to our code (
 --pretrained-sentence-checkpoint). Our code stops before building anything with an error naming
 the file, what is wrong and the fix; for stock fairseq the test pins the error users get (the
 rows of docs/data-formats.md)."""
+import random
 import re
 from pathlib import Path
 
@@ -48,10 +49,33 @@ def generate(data: Path, checkpoint: Path):
                      "--path", str(checkpoint), "--gen-subset", "test", "--cpu", "--beam", "1"], check=False)
 
 
-def test_generate_with_a_truncated_checkpoint_fails_in_torch_load(tiny_data, checkpoints):
-    result = generate(tiny_data, checkpoints["truncated"])
+@pytest.fixture(scope="module")
+def damaged(checkpoints, tmp_path_factory) -> dict:
+    """The truncated checkpoint, random bytes and an empty file."""
+    work = tmp_path_factory.mktemp("damaged")
+    paths = {"truncated": checkpoints["truncated"], "random": work / "random.pt", "empty": work / "empty.pt"}
+    paths["random"].write_bytes(random.Random(0).randbytes(4096))
+    paths["empty"].write_bytes(b"")
+    return paths
+
+
+DAMAGE = {"truncated": "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+          "random": "UnpicklingError: not a torch checkpoint archive", "empty": "EOFError: the file is empty"}
+UNREADABLE = ("). The file is truncated or corrupt (copied incompletely, or still being written by fairseq-train); use "
+              "another checkpoint of the run (checkpoint_last.pt, checkpoint_best.pt) or copy the file again")
+
+
+def assert_unreadable(stderr: str, purpose: str, path: Path, kind: str) -> None:
+    expected = f"{purpose}: cannot read checkpoint {path} ({path.stat().st_size} bytes; {DAMAGE[kind]}"
+    assert expected + UNREADABLE in stderr, stderr[-3000:]
+    assert "weights_only" not in stderr
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_generate_with_a_damaged_checkpoint_names_the_file(tiny_data, damaged, kind):
+    result = generate(tiny_data, damaged[kind])
     assert result.returncode != 0
-    assert "PytorchStreamReader failed reading zip archive: failed finding central directory" in result.stderr
+    assert_unreadable(result.stderr, "--path", damaged[kind], kind)
     assert "H-" not in result.stdout
 
 
@@ -60,8 +84,37 @@ def test_restore_file_truncated_fails_before_training(tiny_data, checkpoints, tm
                        "--arch", "hmce", *TINY_MODEL, *TRAIN, "--save-dir", str(tmp_path),
                        "--restore-file", str(checkpoints["truncated"])], check=False)
     assert result.returncode != 0
-    assert "PytorchStreamReader failed reading zip archive: failed finding central directory" in result.stderr
+    assert_unreadable(result.stderr, "fairseq-train --restore-file", checkpoints["truncated"], "truncated")
     assert "num_updates" not in result.stdout + result.stderr and not any(tmp_path.glob("*.pt"))
+
+
+def test_restore_file_that_does_not_exist_is_an_error(tiny_data, tmp_path):
+    missing = tmp_path / "nowhere.pt"
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"fairseq-train --restore-file: checkpoint {missing} does not exist (fairseq would silently train from "
+            f"scratch); pass an existing checkpoint, or leave --restore-file out to resume from "
+            f"{tmp_path / 'run' / 'checkpoint_last.pt'}")):
+        run_fairseq_cli(train.cli_main, [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+                                         "--arch", "hmce", *TINY_MODEL, *TRAIN, "--save-dir", str(tmp_path / "run"),
+                                         "--restore-file", str(missing)])
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_adversarial_names_a_damaged_path(multimodal_data, damaged, tmp_path):
+    result = run_tool(["fairseq-ctx-adversarial", str(multimodal_data), "--path", str(damaged["random"]),
+                       "--feature-inputs", "img", "--json", str(tmp_path / "adv.json")], check=False)
+    assert result.returncode != 0
+    assert f"fairseq-ctx-adversarial: cannot read checkpoint {damaged['random']}" in result.stderr
+    assert "weights_only" not in result.stderr and not (tmp_path / "adv.json").exists()
+
+
+def test_analyze_heads_names_a_damaged_compare_path(tiny_data, checkpoints, damaged, tmp_path):
+    out = tmp_path / "heads"
+    result = run_tool(["fairseq-ctx-analyze-heads", str(tiny_data), "--path", str(checkpoints["hmce"]),
+                       "--compare-path", str(damaged["empty"]), "--output-dir", str(out)], check=False)
+    assert result.returncode != 0
+    assert_unreadable(result.stderr, "fairseq-ctx-analyze-heads --compare-path", damaged["empty"], "empty")
+    assert not out.exists() or not list(out.iterdir())
 
 
 def test_generate_with_a_checkpoint_of_another_task_names_the_arch(tiny_data, checkpoints):
@@ -142,3 +195,37 @@ def test_analyze_heads_refuses_an_unreadable_checkpoint(tiny_data, checkpoints, 
     assert result.returncode != 0
     assert f"fairseq-ctx-analyze-heads: cannot read checkpoint {checkpoints['truncated']}" in result.stderr
     assert not out.exists() or not list(out.iterdir())
+
+
+def test_checkpoint_trained_with_a_relative_data_path_loads_from_another_directory(tiny_data, tmp_path, monkeypatch):
+    """fairseq stores --data as given; our tasks record it absolute, so the hub finds the
+    dictionaries from anywhere. Without that record (older checkpoints) it is an error saying to
+    pass --data."""
+    monkeypatch.chdir(tiny_data.parent)
+    run_fairseq_cli(train.cli_main, [tiny_data.name, "--user-dir", USER_DIR, "--task", "context_translation",
+                                     "--arch", "hmce", *TINY_MODEL, *TRAIN, "--save-dir", str(tmp_path / "run")])
+    checkpoint = tmp_path / "run" / "checkpoint_last.pt"
+    state = torch.load(checkpoint, weights_only=True)
+    assert state["cfg"]["task"]["data"] == tiny_data.name
+    assert state["extra_state"]["ContextTranslationTask"] == {"data": str(tiny_data)}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert len(hub.load(str(checkpoint)).task.source_dictionary) > 10
+
+    del state["extra_state"]["ContextTranslationTask"]
+    old = tmp_path / "old.pt"
+    torch.save(state, old)
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"fairseq_ctx.context.hub.load: checkpoint {old} was trained with the data directory '{tiny_data.name}', "
+            f"which is not a directory from here ({elsewhere}), and the checkpoint does not record where "
+            f"fairseq-train ran; pass --data DIR (the data directory with the dictionaries)")):
+        hub.load(str(old))
+    assert len(hub.load(str(old), data=str(tiny_data)).task.source_dictionary) > 10
+
+    state["extra_state"]["ContextTranslationTask"] = {"data": str(tmp_path / "moved")}
+    torch.save(state, old)
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"fairseq_ctx.context.hub.load: the data directory {tmp_path / 'moved'} recorded in checkpoint {old} does "
+            f"not exist; pass --data DIR (the data directory with the dictionaries)")):
+        hub.load(str(old))

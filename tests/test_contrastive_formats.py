@@ -358,12 +358,14 @@ def test_options_of_another_format_are_refused(tmp_path):
         read_set("voita")
 
 
-def test_console_script_reports_a_malformed_set_before_loading_the_model(tmp_path):
+def test_console_script_reports_a_malformed_set_before_loading_the_model(tmp_path, capsys):
     blocks = anaphora_blocks()
     del blocks["1"]["trg"][0]["incorrect"]
     path = write_json(tmp_path / "anaphora.json", blocks)
     result = run_tool(["fairseq-ctx-contrastive", "unused.pt", "--format", "discevalmt", "--input", path], check=False)
     assert result.returncode != 0 and "anaphora.json: block 1, trg 1: needs 'incorrect'" in result.stderr
-    with pytest.raises(SystemExit, match=r"--json .*anaphora\.json is one of the inputs"):
+    with pytest.raises(SystemExit) as stop:
         contrastive_tool(["unused.pt", "--format", "discevalmt", "--input", path, "--json", path])
+    assert stop.value.code == 2
+    assert f"--json {path} is one of the inputs: the same file as --input {path}" in capsys.readouterr().err
     assert json.loads(Path(path).read_text()) == blocks

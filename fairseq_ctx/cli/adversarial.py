@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args
+from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
 from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-adversarial"
@@ -41,14 +41,19 @@ def main(argv=None) -> None:
     parser.add_argument("--json", help="also write the results to this file")
     args, extra = parser.parse_known_args(argv)
     resolve_checkpoint_args(parser, args, data_required=True)
+    refuse_overwriting(parser, {"--json": args.json}, {**checkpoint_inputs(args, args.gen_subset), "--key": args.key})
     logger = configure_tool_logging("adversarial")
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
     from fairseq_ctx.core.tool_loading import resolve_checkpoint
     from fairseq_ctx.multisource.adversarial import DecodeOptions, adversarial_evaluation
 
     try:
         checkpoint = resolve_checkpoint(args.checkpoint, args.checkpoint_file)
+        check_task(read_checkpoint(checkpoint, TOOL), checkpoint, ["multimodal_translation"], TOOL)
     except FileNotFoundError as err:
         sys.exit(f"{TOOL}: {err}")
+    except CheckpointError as err:
+        sys.exit(str(err))
     options = DecodeOptions(checkpoint, args.user_dir, args.gen_subset, args.feature_inputs, args.extra_source_langs,
                             args.extra_source_dict, args.source_lang, args.target_lang, args.beam, args.batch_size,
                             args.cpu, extra)

@@ -17,10 +17,17 @@ Example:
     fairseq-ctx-analyze-heads DATA --path CHECKPOINT --output-dir heads   (old form, still accepted)
 """
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
-from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args
+from fairseq_ctx.cli.tool_args import (
+    add_checkpoint_args,
+    checkpoint_inputs,
+    checkpoint_path,
+    refuse_overwriting,
+    resolve_checkpoint_args,
+)
 from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-analyze-heads"
@@ -37,6 +44,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--tag", default="model", help="name of the checkpoint in tables and file names")
     parser.add_argument("--compare-tag", default="other", help="name of --compare-path")
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), data_required=True)
+    outputs = ["heads.csv", "heads.json", f"heads_{args.tag}.png"]
+    inputs = checkpoint_inputs(args, args.split)
+    if args.compare_path:
+        outputs += ["layers.csv", "layers.json", f"heads_{args.compare_tag}.png",
+                    *(f"layers_{kind}.png" for kind in ("encoder_self", "decoder_self", "encoder_decoder"))]
+        inputs["--compare-path"] = checkpoint_path(args.compare_path, args.checkpoint_file)
+    refuse_overwriting(parser, {"--output-dir": [os.path.join(args.output_dir, name) for name in outputs]}, inputs)
     if args.max_positions < 2 or args.batch_size < 1:
         parser.error("--max-positions must be >= 2 and --batch-size >= 1")
     return args

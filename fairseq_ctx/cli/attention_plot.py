@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args
+from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
 from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-attention-plot"
@@ -35,6 +35,8 @@ def main(argv=None) -> None:
     parser.add_argument("--layer", type=int, default=-1, help="decoder layer (default: last)")
     parser.add_argument("--out", default="attention", help="writes OUT.png and OUT.json")
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), data_required=True)
+    refuse_overwriting(parser, {"--out (.png)": args.out + ".png", "--out (.json)": args.out + ".json"},
+                       checkpoint_inputs(args, args.gen_subset))
     configure_tool_logging("attention_plot")
     from fairseq_ctx.core.checkpoint_loading import CheckpointError
     from fairseq_ctx.core.tool_loading import load_models

@@ -24,10 +24,9 @@ Example:
 """
 import argparse
 import json
-import os
 import sys
 
-from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.cli.tool_args import add_model_args, load_translator, model_inputs, refuse_overwriting
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.formats import FORMATS, read_set
 from fairseq_ctx.context.contrastive.scoring import evaluate, format_report
@@ -54,9 +53,10 @@ def main(argv=None) -> None:
     parser.add_argument("--length-normalize", action="store_true", help="compare mean instead of summed log-probs")
     parser.add_argument("--json", help="also write the accuracies, breakdowns and per-example scores to this file")
     args = parser.parse_args(argv)
-    given = [*args.input, args.source, args.reference, *args.contrastive, *args.context, args.categories]
-    if args.json and os.path.realpath(args.json) in {os.path.realpath(p) for p in given if p}:
-        sys.exit(f"fairseq-ctx-contrastive: --json {args.json} is one of the inputs; choose another file")
+    refuse_overwriting(parser, {"--json": args.json}, {
+        "--input": args.input, "--source": args.source, "--reference": args.reference,
+        "--contrastive": args.contrastive, "--context": args.context, "--categories": args.categories,
+        **model_inputs(args)})
     try:
         examples, skipped = read_set(args.format, args.input, args.text_dir, args.source_lang, args.target_lang,
                                      args.source, args.reference, args.contrastive, args.context, args.categories)

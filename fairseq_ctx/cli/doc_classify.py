@@ -7,6 +7,9 @@ labels in ``DIR/{split}.{lang}.labels`` or, shared by all languages, ``DIR/{spli
 """
 import argparse
 import json
+import os
+
+from fairseq_ctx.cli.tool_args import refuse_overwriting
 
 
 def main(argv=None) -> None:
@@ -20,9 +23,12 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the matrix and summary here")
     args = parser.parse_args(argv)
+    langs = [l for l in args.langs.split(",") if l]
+    read = [name for split in (args.train_split, args.test_split)
+            for name in (f"{split}.labels", *(f"{split}.{l}.{ext}" for l in langs for ext in ("npy", "labels")))]
+    refuse_overwriting(parser, {"--json": args.json}, {"--embeddings": [os.path.join(args.embeddings, n) for n in read]})
     from fairseq_ctx.embedding.doc_classify import accuracy_matrix, format_matrix, load_split
 
-    langs = [l for l in args.langs.split(",") if l]
     try:
         train = {l: load_split(args.embeddings, args.train_split, l) for l in langs}
         test = {l: load_split(args.embeddings, args.test_split, l) for l in langs}

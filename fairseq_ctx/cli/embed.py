@@ -6,7 +6,7 @@ whose shape is known from a first counting pass. Output order = input order.
 """
 import argparse
 
-from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args
+from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
 from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
@@ -26,6 +26,8 @@ def main(argv=None) -> None:
     parser.add_argument("--cuda", action="store_true", help="old option, no effect: the GPU is used whenever one "
                         "is available unless --cpu")
     args = resolve_checkpoint_args(parser, parser.parse_args(argv))
+    refuse_overwriting(parser, {"--output": args.output},
+                       {"--input": args.input, "--spm": args.spm, **checkpoint_inputs(args)})
     configure_tool_logging("embed")
     from fairseq_ctx.embedding.embedder import Embedder, embed_file
 

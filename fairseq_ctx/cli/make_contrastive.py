@@ -7,6 +7,7 @@ Example:
 """
 import argparse
 
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
 from fairseq_ctx.context.data.contrastive_set import write_contrastive_set
 
 
@@ -16,7 +17,9 @@ def main(argv=None) -> None:
     parser.add_argument("--docs", type=int, default=60, help="documents to generate")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--context-size", type=int, default=2, help="context files to write (nearest first)")
+    add_overwrite_arg(parser)
     args = parser.parse_args(argv)
+    refuse_non_empty_dir(parser, args.out_dir, args.overwrite)
     count = write_contrastive_set(args.out_dir, args.docs, args.seed, args.context_size)
     print(f"{count} contrastive examples written to {args.out_dir}")
 

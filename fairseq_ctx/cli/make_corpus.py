@@ -1,6 +1,7 @@
 """``fairseq-ctx-make-corpus``: write the generated document-level demo corpus."""
 import argparse
 
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
 from fairseq_ctx.context.data.synthetic_corpus import SETTINGS, CorpusSizes, write_corpus
 
 
@@ -14,7 +15,9 @@ def main(argv=None) -> None:
     parser.add_argument("--setting", choices=SETTINGS, default="standard",
                         help="standard: antecedents 1-2 sentences back; hard: also 3-4 sentences back "
                         "behind distractor nouns (train with --context-size 4)")
+    add_overwrite_arg(parser)
     args = parser.parse_args(argv)
+    refuse_non_empty_dir(parser, args.out_dir, args.overwrite)
     sizes = CorpusSizes(args.train_docs, args.valid_docs, args.test_docs)
     counts = write_corpus(args.out_dir, sizes, seed=args.seed, setting=args.setting)
     print(" ".join(f"{split}={n} sentences" for split, n in counts.items()) + f" written to {args.out_dir}")

@@ -1,6 +1,7 @@
 """``fairseq-ctx-make-multilingual-corpus``: write the generated multilingual embedding demo corpus."""
 import argparse
 
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
 from fairseq_ctx.embedding.data.multilingual_corpus import LANGUAGES, PIVOTS, MultilingualSizes, write_multilingual_corpus
 
 
@@ -11,7 +12,9 @@ def main(argv=None) -> None:
     parser.add_argument("--train-docs", type=int, default=MultilingualSizes.train_docs)
     parser.add_argument("--valid-docs", type=int, default=MultilingualSizes.valid_docs)
     parser.add_argument("--test-docs", type=int, default=MultilingualSizes.test_docs)
+    add_overwrite_arg(parser)
     args = parser.parse_args(argv)
+    refuse_non_empty_dir(parser, args.out_dir, args.overwrite)
     sizes = MultilingualSizes(args.train_docs, args.valid_docs, args.test_docs)
     counts = write_multilingual_corpus(args.out_dir, sizes, seed=args.seed)
     print(" ".join(f"{split}={n} sentences" for split, n in counts.items())

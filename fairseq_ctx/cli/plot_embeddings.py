@@ -6,6 +6,7 @@ per group.
 """
 import argparse
 
+from fairseq_ctx.cli.tool_args import refuse_overwriting
 from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
@@ -26,6 +27,7 @@ def main(argv=None) -> None:
         name, path = item.split("=", 1)
         groups.append(name)
         paths.append(path)
+    refuse_overwriting(parser, {"--output": args.output}, {"--input": paths, "--labels": args.labels})
     configure_tool_logging("plot_embeddings")
     from fairseq_ctx.embedding.embedding_file import read_embeddings
     from fairseq_ctx.embedding.embedding_plot import plot

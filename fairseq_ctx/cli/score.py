@@ -12,9 +12,9 @@ when its hypothesis contains the expected word and none of the alternatives.
 """
 import argparse
 import json
-import os
 import sys
 
+from fairseq_ctx.cli.tool_args import refuse_overwriting
 from fairseq_ctx.core.scoring import DEFAULT_COMET_MODEL, REMOVE_BPE, load_translations, score, translation_scores
 
 
@@ -34,10 +34,9 @@ def main(argv=None) -> None:
     parser.add_argument("--context-key", help="answer key, one line per test sentence: BLEU + context accuracy")
     parser.add_argument("--json", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
-    inputs = [p for p in (args.generate_output, args.hyp, args.ref, args.src, args.context_key) if p]
-    if args.json and os.path.exists(args.json) and any(
-            os.path.exists(path) and os.path.samefile(args.json, path) for path in inputs):
-        parser.error(f"--json {args.json} is one of the inputs; write the scores to another file")
+    refuse_overwriting(parser, {"--json": args.json}, {
+        "generate_output": args.generate_output, "--hyp": args.hyp, "--ref": args.ref, "--src": args.src,
+        "--context-key": args.context_key})
     if args.context_key:
         if not args.generate_output or args.hyp or args.ref or args.src:
             parser.error("--context-key scores a fairseq-generate output alone (no --hyp, --ref, --src)")

@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from fairseq_ctx.cli.tool_args import refuse_overwriting
+
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -20,6 +22,8 @@ def main(argv=None) -> None:
     parser.add_argument("--unhelpful", required=True, help="ids of sentences whose context does not help")
     parser.add_argument("--json", help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
+    refuse_overwriting(parser, {"--json": args.json}, {
+        "generate_output": args.generate_output, "--helpful": args.helpful, "--unhelpful": args.unhelpful})
     from fairseq_ctx.context.subset_bleu import subset_bleu
 
     try:

@@ -1,9 +1,14 @@
 """The command-line convention of the tools that load a trained model: a positional checkpoint
 (a file, or a directory holding ``--checkpoint-file``), ``--data`` for the data directory or
 dictionaries, ``--cpu`` to stay on the CPU. Tools that used to spell the checkpoint ``--path``
-keep it as an alias; those whose old form was ``DATA --path CHECKPOINT`` still accept it."""
+keep it as an alias; those whose old form was ``DATA --path CHECKPOINT`` still accept it.
+Also the usage errors every tool shares: an output path that would overwrite an input, and a
+generator's non-empty output directory."""
 import argparse
+import os
+from typing import Dict, Mapping
 
+from fairseq_ctx.core.output_paths import OutputPathError, PathSpec, check_output_dir, check_outputs, split_files
 from fairseq_ctx.core.tool_loading import DEFAULT_CHECKPOINT_FILE
 
 DATA_HELP = ("directory with the dictionaries (default: the checkpoint directory if it holds dict.*.txt, else the "
@@ -45,6 +50,47 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     add_checkpoint_args(parser)
     parser.add_argument("--spm", help="sentencepiece model applied to the text (and undone on output)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+
+
+def checkpoint_path(path: str, checkpoint_file: str) -> str:
+    """The checkpoint file a tool reads: ``path`` itself, or ``path/checkpoint_file`` for a directory."""
+    return os.path.join(path, checkpoint_file) if os.path.isdir(path) else path
+
+
+def checkpoint_inputs(args: argparse.Namespace, *splits: str) -> Dict[str, PathSpec]:
+    """The files a tool of :func:`add_checkpoint_args` reads besides its own inputs: the checkpoint and
+    the dictionaries (and the named splits) of --data or of the checkpoint directory. Call it after
+    :func:`resolve_checkpoint_args`."""
+    checkpoint = checkpoint_path(args.checkpoint, args.checkpoint_file)
+    directory = args.data or os.path.dirname(os.path.abspath(checkpoint))
+    return {"checkpoint": checkpoint, "--data": split_files(directory, *splits)}
+
+
+def model_inputs(args: argparse.Namespace, *splits: str) -> Dict[str, PathSpec]:
+    """:func:`checkpoint_inputs` plus the sentencepiece model of :func:`add_model_args`."""
+    return {**checkpoint_inputs(args, *splits), "--spm": args.spm}
+
+
+def refuse_overwriting(parser: argparse.ArgumentParser, outputs: Mapping[str, PathSpec],
+                       inputs: Mapping[str, PathSpec]) -> None:
+    """Exit with a usage error (status 2) when an output path is one of the inputs or another output."""
+    try:
+        check_outputs(outputs, inputs)
+    except OutputPathError as err:
+        parser.error(str(err))
+
+
+def add_overwrite_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overwrite", action="store_true",
+                        help="write into the output directory even when it already holds files")
+
+
+def refuse_non_empty_dir(parser: argparse.ArgumentParser, directory: str, overwrite: bool) -> None:
+    """Exit with a usage error when a generator's output directory holds files and --overwrite is not given."""
+    try:
+        check_output_dir(directory, overwrite)
+    except OutputPathError as err:
+        parser.error(str(err))
 
 
 def load_translator(args: argparse.Namespace, **generation):

@@ -14,7 +14,9 @@ import argparse
 import sys
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.core.output_paths import stdout_is
 from fairseq_ctx.core.progress import progress
+from fairseq_ctx.core.text_input import TextEncodingError, check_utf8, utf8_lines
 from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
@@ -29,17 +31,28 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
+    name = "<stdin>" if args.input == "-" else args.input
+    if args.input != "-":
+        if stdout_is(args.input):
+            parser.error(f"standard output is redirected into the input {args.input}; writing there would destroy "
+                         f"the input. Redirect the translation to another file")
+        try:
+            check_utf8(args.input)
+        except (TextEncodingError, OSError) as err:
+            parser.exit(2, f"fairseq-ctx-translate-doc: error: {err}\n")
     configure_tool_logging("translate_doc")
     translator = load_translator(args, beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
                                  max_len_b=args.max_len_b)
-    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+    source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
     try:
-        for translation in progress(translator.translate_stream(source, batch_size=args.batch_size),
-                                    desc="translate", unit="line"):
+        lines = translator.translate_stream(utf8_lines(source, name), batch_size=args.batch_size)
+        for translation in progress(lines, desc="translate", unit="line"):
             sys.stdout.write(translation + "\n")
             sys.stdout.flush()
+    except TextEncodingError as err:
+        parser.exit(2, f"fairseq-ctx-translate-doc: error: {err}\n")
     finally:
-        if source is not sys.stdin:
+        if source is not sys.stdin.buffer:
             source.close()
 
 

@@ -8,7 +8,8 @@ right when its text equals the aligned sentence's text (test sets have duplicate
 """
 import argparse
 import json
-import os
+
+from fairseq_ctx.cli.tool_args import refuse_overwriting
 
 MARGINS = ("absolute", "ratio", "distance")
 
@@ -28,10 +29,8 @@ def main(argv=None) -> None:
     parser.add_argument("--fp16", action="store_true", help="raw binary embedding files are float16")
     parser.add_argument("--json", help="also write the errors to this JSON file")
     args = parser.parse_args(argv)
-    inputs = [path for path in (args.src, args.tgt, args.src_text, args.tgt_text) if path]
-    if args.json and os.path.exists(args.json) and any(
-            os.path.exists(path) and os.path.samefile(args.json, path) for path in inputs):
-        parser.error(f"--json {args.json} is one of the inputs; write the errors to another file")
+    refuse_overwriting(parser, {"--json": args.json}, {
+        "src": args.src, "tgt": args.tgt, "--src-text": args.src_text, "--tgt-text": args.tgt_text})
 
     from fairseq_ctx.embedding.xsim import resolve_search, xsim_files
 

@@ -17,6 +17,7 @@ from fairseq_ctx.context.interactive import InteractiveDocuments
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 from fairseq_ctx.core.model_family import check_model_family
+from fairseq_ctx.core.resumable_task import ResumableTask
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class ContextTranslationConfig(TranslationConfig):
 
 
 @register_task("context_translation", dataclass=ContextTranslationConfig)
-class ContextTranslationTask(TranslationTask):
+class ContextTranslationTask(ResumableTask, TranslationTask):
     """Document-level translation (SPEC §1). Data = a fairseq-preprocess directory plus
     ``{split}.docids`` (one document id per source line) in the same directory."""
 
@@ -131,7 +132,7 @@ class ContextTranslationTask(TranslationTask):
                 self.configure_dataset(dataset)
         checkpoint = getattr(cfg, "pretrained_sentence_checkpoint", None)
         if checkpoint and not from_checkpoint:
-            model.load_sentence_checkpoint(checkpoint)
+            model.load_sentence_checkpoint(checkpoint, (self.cfg.source_lang, self.cfg.target_lang))
         return model
 
     def example_collater(self) -> ExampleCollater:

@@ -9,8 +9,10 @@ fairseq is imported, so that ``import fairseq_ctx`` (and every ``--help`` of a t
   imports a module of ours that is itself still importing fairseq). The finder then removes
   itself.
 
-Registration first allow-lists the checkpoint classes (see :mod:`checkpoint_safety`), so the
-allow-list is in force before fairseq can load any checkpoint.
+Registration first allow-lists the checkpoint classes (see :mod:`checkpoint_safety`) and
+installs the checkpoint hooks (atomic writes, damaged-file errors and the resume fallback: see
+:mod:`fairseq_checkpoint_hooks`), so both are in force before fairseq loads or writes any
+checkpoint.
 """
 import importlib
 import importlib.abc
@@ -26,9 +28,10 @@ _state = {"registered": False, "registering": False}
 def _register() -> None:
     _state["registering"] = True
     try:
-        from fairseq_ctx.core import checkpoint_safety
+        from fairseq_ctx.core import checkpoint_safety, fairseq_checkpoint_hooks
 
         checkpoint_safety.allow_fairseq_checkpoints()
+        fairseq_checkpoint_hooks.install()
         for family in FAMILIES:
             for name in importlib.import_module(f"{PACKAGE}.{family}").REGISTERING_MODULES:
                 importlib.import_module(f"{PACKAGE}.{family}.{name}")

@@ -1,5 +1,6 @@
 """Criterion ``distance_constraint``: translation loss plus the cT-MDE / cNV embedding distance
 constraint (Li 2021, eq. 4.18–4.21 and eq. 3.6–3.8; SPEC §5)."""
+import logging
 from dataclasses import dataclass, field
 from typing import Dict
 
@@ -9,9 +10,12 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
     LabelSmoothedCrossEntropyCriterionConfig,
 )
+from fairseq import metrics
 from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
 from fairseq_ctx.core.term_metrics import log_terms_per
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -128,6 +132,7 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
         self.start_update = distance_start_update
         self.detach_target = distance_detach_target
         self.num_updates = 0
+        self.warned_no_negatives = False
 
     def set_num_updates(self, num_updates: int) -> None:
         """Called by the multilingual_embedding task before every training step."""
@@ -149,6 +154,14 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
         distance_weight = ntokens / batch_size if self.reduction == "token" else 1.0
         p_a = net_output[1]["sentence_embedding"]
         negatives = sample_negatives(batch_size, min(self.negatives, batch_size - 1), p_a.device)
+        no_negatives = int(self.negatives > 0 and batch_size < 2)
+        if no_negatives and not self.warned_no_negatives:
+            self.warned_no_negatives = True
+            logger.warning(
+                "distance_constraint: a batch of one sentence has no negatives (d_p = 1, delta = 0 with the "
+                "all-pairs normaliser): its distance terms carry no signal. Use batches of several sentences "
+                "(--max-tokens / --batch-size); the metric batches_without_negatives counts such batches"
+            )
         if self.variant == "cnv":
             reverse = sample["reverse"]
             reverse_output = model(prev_output_tokens=reverse["prev_output_tokens"], **sample["target_input"])
@@ -173,6 +186,7 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
             "d_p": terms["d_p"].sum().data,
             "delta": delta_mean.data if torch.is_tensor(delta_mean) else delta_mean,
             "v_norm": terms["v_norm"].data * batch_size,
+            "batches_without_negatives": no_negatives,
         }
         return loss, sample_size, logging_output
 
@@ -180,6 +194,8 @@ class DistanceConstraintCriterion(LabelSmoothedCrossEntropyCriterion):
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
         log_terms_per(logging_outputs, ["d_p", "delta", "v_norm"], "nsentences", round_to=4)
+        metrics.log_scalar_sum("batches_without_negatives",
+                               sum(log.get("batches_without_negatives", 0) for log in logging_outputs))
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

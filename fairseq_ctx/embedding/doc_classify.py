@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fairseq_ctx.core.text_input import read_utf8_lines
 from fairseq_ctx.embedding.embedding_file import read_embeddings
 
 
@@ -16,8 +17,11 @@ def load_split(directory: str, split: str, lang: str) -> Tuple[np.ndarray, List[
     embeddings = read_embeddings(os.path.join(directory, f"{split}.{lang}.npy"))
     own, shared = os.path.join(directory, f"{split}.{lang}.labels"), os.path.join(directory, f"{split}.labels")
     path = own if os.path.exists(own) else shared
-    with open(path, encoding="utf-8") as handle:
-        labels = [line.strip() for line in handle]
+    labels = [line.strip() for line in read_utf8_lines(path)]
+    blank = next((number for number, label in enumerate(labels, start=1) if not label), None)
+    if blank is not None:
+        raise ValueError(f"doc-classify: {path}:{blank} is blank; every line needs the class label of its "
+                         f"document (a blank label would become a class of its own)")
     if len(labels) != len(embeddings):
         raise ValueError(f"doc-classify: {path} has {len(labels)} labels but {split}.{lang}.npy has "
                          f"{len(embeddings)} rows; they must be aligned line by line")

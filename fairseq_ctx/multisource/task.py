@@ -10,11 +10,18 @@ from fairseq.data import Dictionary, data_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_ctx.multisource.data.feature_file import FeatureFile, FeatureInputError, feature_path, open_features
+from fairseq_ctx.multisource.data.feature_file import (
+    FeatureFile,
+    FeatureInputError,
+    check_row_shape,
+    feature_path,
+    open_features,
+)
 from fairseq_ctx.multisource.data.multimodal_dataset import MultimodalTranslationDataset
 from fairseq_ctx.multisource.aux_input_spec import AuxInput, format_spec, parse_spec
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.model_family import check_model_family
+from fairseq_ctx.core.resumable_task import ResumableTask
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +56,7 @@ def _names(value: str) -> List[str]:
 
 
 @register_task("multimodal_translation", dataclass=MultimodalTranslationConfig)
-class MultimodalTranslationTask(TranslationTask):
+class MultimodalTranslationTask(ResumableTask, TranslationTask):
     """Translation whose batches carry ``net_input["aux_inputs"]`` (SPEC §4). Validates every
     auxiliary file against the text data and the model before training/decoding starts."""
 
@@ -103,6 +110,10 @@ class MultimodalTranslationTask(TranslationTask):
         pair = self.datasets[split]
         names = _names(self.cfg.feature_inputs) + _names(self.cfg.auxiliary_loss_inputs)
         features = {name: FeatureFile(self.data_dir, split, name, len(pair)) for name in names}
+        for name, feature in features.items():
+            reference = feature_path(self.data_dir, self.cfg.train_subset, name)
+            if split != self.cfg.train_subset and os.path.exists(reference):
+                check_row_shape(feature.path, feature.array, reference, open_features(reference))
         extra = {lang: self._load_extra_source(split, lang, len(pair)) for lang in _names(self.cfg.extra_source_langs)}
         self.loaded_inputs[split] = {name: (f.dim, f.regions) for name, f in features.items()}
         if self.model_inputs:
@@ -138,9 +149,10 @@ class MultimodalTranslationTask(TranslationTask):
                     f"feature file {path} has dimension {dim} but the model/checkpoint was trained with "
                     f"'{spec.name}' of dimension {spec.dim}; extract the features with the same network"
                 )
-            if regions > spec.regions:
+            if regions != spec.regions:
                 raise FeatureInputError(
-                    f"feature file {path} has {regions} regions per row but the model/checkpoint knows {spec.regions}"
+                    f"feature file {path} has {regions} regions per row but the model/checkpoint was trained with "
+                    f"{spec.regions}; extract the features of every split the same way"
                 )
 
     def build_model(self, cfg, from_checkpoint: bool = False):

@@ -4,6 +4,8 @@ from typing import List
 
 import numpy as np
 
+from fairseq_ctx.core.text_input import TextEncodingError, read_utf8_lines
+
 PREPARE_HINT = (
     "Create it with `fairseq-ctx-prepare-docs` (one document id per source line, "
     "same order as the text given to fairseq-preprocess) and copy it next to the "
@@ -23,7 +25,7 @@ def read_docids(path: str, split: str, expected_count: int) -> np.ndarray:
     """Return one integer document code per sentence (codes are consecutive per document).
 
     Raises :class:`DocumentIdError` naming the file, the line and the fix when the file is
-    missing, has a blank line, has a different number of lines than the split has
+    missing, is not UTF-8, has a blank line, has a different number of lines than the split has
     sentences, or when a document's sentences are not contiguous.
     """
     if not os.path.exists(path):
@@ -31,8 +33,10 @@ def read_docids(path: str, split: str, expected_count: int) -> np.ndarray:
             f"context_translation: missing document-id file {path} for split '{split}' "
             f"({expected_count} sentences). " + PREPARE_HINT.format(split=split)
         )
-    with open(path, encoding="utf-8") as handle:
-        ids: List[str] = [line.rstrip("\n") for line in handle]
+    try:
+        ids: List[str] = read_utf8_lines(path)
+    except TextEncodingError as err:
+        raise DocumentIdError(f"context_translation: {err}") from None
     if len(ids) != expected_count:
         raise DocumentIdError(
             f"context_translation: {path} has {len(ids)} lines but split '{split}' has "

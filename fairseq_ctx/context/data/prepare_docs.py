@@ -4,21 +4,27 @@
 import os
 from typing import List
 
+from fairseq_ctx.core.output_paths import check_outputs
+from fairseq_ctx.core.text_input import read_utf8_lines
+
 
 def read_documents(path: str) -> List[List[str]]:
     docs: List[List[str]] = [[]]
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if line:
-                docs[-1].append(line)
-            elif docs[-1]:
-                docs.append([])
+    for line in read_utf8_lines(path):
+        line = line.strip()
+        if line:
+            docs[-1].append(line)
+        elif docs[-1]:
+            docs.append([])
     return [d for d in docs if d]
 
 
 def prepare(src_docs: str, tgt_docs: str, out_prefix: str, src_lang: str, tgt_lang: str, doc_prefix: str) -> int:
-    """Write the three files; raise ValueError naming the document that does not line up."""
+    """Write the three files; raise ValueError naming the document that does not line up, or an
+    output that is one of the inputs (``--out-prefix`` equal to the inputs' prefix) or another output."""
+    outputs = {"--out-prefix + --src-lang": f"{out_prefix}.{src_lang}", "--out-prefix + --tgt-lang": f"{out_prefix}.{tgt_lang}",
+               "--out-prefix + docids": f"{out_prefix}.docids"}
+    check_outputs(outputs, {"--src-docs": src_docs, "--tgt-docs": tgt_docs})
     source, target = read_documents(src_docs), read_documents(tgt_docs)
     if not source:
         raise ValueError(f"{src_docs} contains no sentences")

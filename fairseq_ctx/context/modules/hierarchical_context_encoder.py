@@ -62,7 +62,9 @@ class HierarchicalContextConfig(FairseqDataclass):
     pretrained_sentence_checkpoint: Optional[str] = field(
         default=None,
         metadata={"help": "initialise from a sentence-level fairseq transformer checkpoint (two-stage "
-                  "recipe); context parameters stay freshly initialised; what was loaded is logged"},
+                  "recipe); embedding rows are copied by symbol through the checkpoint's dictionaries (found "
+                  "next to it or in its data directory; refused when they share < 50% of this model's "
+                  "symbols); context parameters stay freshly initialised; what was loaded is logged"},
     )
 
 

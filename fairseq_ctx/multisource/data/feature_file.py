@@ -39,6 +39,17 @@ def open_features(path: str) -> np.ndarray:
     return array
 
 
+def check_row_shape(path: str, array: np.ndarray, reference_path: str, reference: np.ndarray) -> None:
+    """Every split of one input has the same row layout, (d) or (R, d) with the same R: a (n, d) file
+    in one split and (n, R, d) in another would otherwise be read as one region in the first. (The
+    feature dimension is checked against the model, which is built from the training split's.)"""
+    if array.shape[1:-1] != reference.shape[1:-1]:
+        raise FeatureInputError(
+            f"feature file {path} has shape {array.shape} but {reference_path} has shape {reference.shape}; every "
+            f"split of an input needs the same row shape, (d) or (regions, d): extract all splits the same way"
+        )
+
+
 def first_non_finite_row(array: np.ndarray, chunk_rows: int = NAN_SCAN_ROWS) -> Optional[int]:
     """Index of the first row holding NaN or inf, scanning the memory map chunk by chunk."""
     for start in range(0, len(array), chunk_rows):

@@ -1,0 +1,91 @@
+"""Embedding rows of a sentence-level checkpoint copied into a context model by symbol, not by
+index (the two-stage recipe of Yun (2022): the context model starts from the sentence-level
+one). The checkpoint's dictionaries are read from its directory or its data directory; a
+dictionary that shares fewer than :data:`MIN_OVERLAP` of the model's symbols is refused."""
+import os
+from typing import Dict, Optional, Tuple
+
+import torch
+from fairseq import utils
+from fairseq.data import Dictionary, data_utils
+
+from fairseq_ctx.core.checkpoint_loading import CheckpointError, task_and_arch
+
+MIN_OVERLAP = 0.5
+SIDES = {"encoder.": "source", "decoder.": "target"}
+EMBEDDING_SUFFIXES = ("embed_tokens.weight", "output_projection.weight")
+
+
+def embedding_side(name: str) -> Optional[str]:
+    """``source``/``target`` for a tensor whose rows are dictionary entries, else None."""
+    if not name.endswith(EMBEDDING_SUFFIXES):
+        return None
+    return next((side for prefix, side in SIDES.items() if name.startswith(prefix)), None)
+
+
+def _task_setting(state: Dict, key: str, default=None):
+    if state.get("cfg") is not None:
+        return state["cfg"].task.get(key, default)
+    return getattr(state["args"], key, default)
+
+
+def checkpoint_dictionaries(state: Dict, path: str, purpose: str,
+                            languages: Tuple[str, str]) -> Tuple[Dict[str, Dictionary], Dict[str, str]]:
+    """The source and target dictionaries the checkpoint's model was built with (the task's
+    context-begin symbol added for a context_translation checkpoint), and the files they came from.
+    Looked up next to the checkpoint first, then in the data directory recorded in it. The language
+    pair is the checkpoint's, inferred from its data directory when not recorded, else ``languages``."""
+    src, tgt = _task_setting(state, "source_lang"), _task_setting(state, "target_lang")
+    data = _task_setting(state, "data") or ""
+    if (src is None or tgt is None) and data and os.path.isdir(utils.split_paths(data)[0]):
+        src, tgt = data_utils.infer_language_pair(utils.split_paths(data)[0])
+    if src is None or tgt is None:
+        src, tgt = languages
+    candidates = [os.path.dirname(os.path.abspath(path))] + ([utils.split_paths(data)[0]] if data else [])
+    for directory in candidates:
+        files = {"source": os.path.join(directory, f"dict.{src}.txt"), "target": os.path.join(directory, f"dict.{tgt}.txt")}
+        if all(os.path.isfile(f) for f in files.values()):
+            break
+    else:
+        raise CheckpointError(
+            f"{purpose}: cannot find the dictionaries of {path} (dict.{src}.txt and dict.{tgt}.txt, looked in "
+            f"{' and '.join(candidates)}); its embedding rows are copied by symbol, so copy the dict.*.txt files "
+            f"of the data it was trained on next to the checkpoint"
+        )
+    dictionaries = {side: Dictionary.load(f) for side, f in files.items()}
+    if task_and_arch(state)[0] == "context_translation":
+        joined = dictionaries["source"] == dictionaries["target"]
+        symbol = _task_setting(state, "context_begin_symbol", "<boc>")
+        dictionaries["source"].add_symbol(symbol)
+        if joined:
+            dictionaries["target"].add_symbol(symbol)
+    return dictionaries, files
+
+
+def shared_rows(new: Dictionary, old: Dictionary, old_rows: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(rows of ``new``, matching rows of ``old``) for the symbols both have; only the first
+    ``old_rows`` symbols of ``old`` have a row in the checkpoint."""
+    pairs = [(i, old.indices[s]) for i, s in enumerate(new.symbols) if old.indices.get(s, old_rows) < old_rows]
+    new_index, old_index = zip(*pairs) if pairs else ((), ())
+    return torch.tensor(new_index, dtype=torch.long), torch.tensor(old_index, dtype=torch.long)
+
+
+def check_overlap(side: str, new: Dictionary, old: Dictionary, old_rows: int, old_file: str, path: str,
+                  purpose: str) -> int:
+    """Number of the model's symbols the checkpoint has a row for; a :class:`CheckpointError` when it
+    is below :data:`MIN_OVERLAP` of the model's dictionary."""
+    if old_rows > len(old):
+        raise CheckpointError(
+            f"{purpose}: {path} has {old_rows} {side} embedding rows but its dictionary {old_file} gives only "
+            f"{len(old)} symbols; put the dict.*.txt the checkpoint was trained with next to it"
+        )
+    overlap = len(shared_rows(new, old, old_rows)[0])
+    if overlap < MIN_OVERLAP * len(new):
+        raise CheckpointError(
+            f"{purpose}: {path} was trained with another {side} dictionary: {old_file} has {min(old_rows, len(old))} "
+            f"symbols, this model's has {len(new)}, and only {overlap} ({100 * overlap / len(new):.1f}%) of this "
+            f"model's symbols are in both (at least {100 * MIN_OVERLAP:.0f}% needed). Train the sentence-level model "
+            f"on the same binarized data, or binarize this data with its dictionaries (fairseq-preprocess --srcdict "
+            f"--tgtdict)"
+        )
+    return overlap

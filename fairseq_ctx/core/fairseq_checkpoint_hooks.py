@@ -1,0 +1,119 @@
+"""Checkpoint behaviour of stock fairseq tools with the plugin loaded (installed once at import;
+nothing runs per training step).
+
+- Writing: every checkpoint file is written atomically and durably (``atomic_checkpoint``).
+- Reading: a truncated, corrupt or empty file given to ``fairseq-generate --path``,
+  ``fairseq-train --restore-file`` (or any fairseq loader) raises the same
+  :class:`~fairseq_ctx.core.checkpoint_loading.CheckpointError` as our own tools, naming the
+  file, instead of torch's error (which for random bytes advises switching weights-only
+  loading off).
+- Resuming: when ``fairseq-train`` resumes from ``checkpoint_last.pt`` (the default
+  ``--restore-file``) and that file is damaged, it says so and resumes from the newest
+  complete checkpoint in ``--save-dir``, or stops naming the file and what to do when there is
+  none. Every rank decides from the files alone, so data-parallel ranks agree.
+"""
+import contextlib
+import contextvars
+import functools
+import logging
+import os
+import re
+from typing import Iterator, Optional
+
+from fairseq import checkpoint_utils
+from fairseq.file_io import PathManager
+from omegaconf import open_dict
+
+from fairseq_ctx.core import atomic_checkpoint
+from fairseq_ctx.core.checkpoint_loading import CheckpointError, damage, load_state
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RESTORE_FILE = "checkpoint_last.pt"
+_purpose = contextvars.ContextVar("checkpoint_purpose", default="fairseq checkpoint loading")
+
+
+@contextlib.contextmanager
+def loading_for(purpose: str) -> Iterator[None]:
+    """Name the option that gave the checkpoint in errors raised while it is read."""
+    token = _purpose.set(purpose)
+    try:
+        yield
+    finally:
+        _purpose.reset(token)
+
+
+def newest_complete_checkpoint(save_dir: str, suffix: str, exclude: str) -> Optional[str]:
+    """The most recently written checkpoint of ``save_dir`` (other than ``exclude``) that passes
+    :func:`damage`, or None."""
+    pattern = re.compile(r"checkpoint.*" + re.escape(suffix) + r"\.pt$")
+    candidates = [os.path.join(save_dir, name) for name in os.listdir(save_dir) if pattern.fullmatch(name)]
+    candidates = [path for path in candidates if os.path.isfile(path) and not os.path.samefile(path, exclude)]
+    for path in sorted(candidates, key=lambda p: (os.path.getmtime(p), p), reverse=True):
+        if damage(path) is None:
+            return path
+    return None
+
+
+def _load_checkpoint_to_cpu(_original, path, arg_overrides=None, load_on_all_ranks=False):
+    return load_state(path, _purpose.get(), arg_overrides, load_on_all_ranks)
+
+
+def _load_model_ensemble_and_task(original, filenames, *args, **kwargs):
+    with loading_for("--path"):
+        return original(filenames, *args, **kwargs)
+
+
+def _load_checkpoint(original, cfg, trainer, **passthrough_args):
+    suffix = trainer.checkpoint_suffix
+    last = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+    restore = cfg.restore_file.replace(".pt", f"{suffix}.pt") if suffix else cfg.restore_file
+    if cfg.restore_file != DEFAULT_RESTORE_FILE and not PathManager.isfile(restore):
+        raise CheckpointError(
+            f"fairseq-train --restore-file: checkpoint {restore} does not exist (fairseq would silently train "
+            f"from scratch); pass an existing checkpoint, or leave --restore-file out to resume from {last}")
+    problem = damage(last) if cfg.restore_file == DEFAULT_RESTORE_FILE and os.path.isfile(last) else None
+    if problem is None:
+        with loading_for("fairseq-train --restore-file"):
+            return original(cfg, trainer, **passthrough_args)
+    fallback = newest_complete_checkpoint(cfg.save_dir, suffix, exclude=last)
+    if fallback is None:
+        raise CheckpointError(
+            f"fairseq-train: cannot resume from {last} ({problem}): the file is truncated or corrupt and "
+            f"{cfg.save_dir} holds no other complete checkpoint. Move {last} away to train from scratch, or pass "
+            f"--restore-file with a good copy of this run's checkpoint")
+    logger.warning("=" * 80)
+    logger.warning(f"CANNOT READ {last} ({problem}).")
+    logger.warning(f"RESUMING FROM {fallback}, the newest complete checkpoint in {cfg.save_dir} (same as "
+                   f"--restore-file {fallback}); updates after it are trained again.")
+    logger.warning("=" * 80)
+    saved = cfg.restore_file, cfg.finetune_from_model
+    with open_dict(cfg):
+        # fairseq appends the suffix to a non-default --restore-file itself
+        cfg.restore_file = fallback[: -len(f"{suffix}.pt")] + ".pt" if suffix else fallback
+        cfg.finetune_from_model = None  # fairseq ignores it when checkpoint_last.pt exists
+        try:
+            with loading_for("fairseq-train --restore-file"):
+                return original(cfg, trainer, **passthrough_args)
+        finally:
+            cfg.restore_file, cfg.finetune_from_model = saved
+
+
+def _wrap(name: str, wrapper) -> None:
+    original = getattr(checkpoint_utils, name)
+    if hasattr(original, "__wrapped__"):
+        return
+
+    @functools.wraps(original)
+    def hooked(*args, **kwargs):
+        return wrapper(original, *args, **kwargs)
+
+    setattr(checkpoint_utils, name, hooked)
+
+
+def install() -> None:
+    """Install the hooks into ``fairseq.checkpoint_utils`` (idempotent)."""
+    atomic_checkpoint.install()
+    _wrap("load_checkpoint_to_cpu", _load_checkpoint_to_cpu)
+    _wrap("load_model_ensemble_and_task", _load_model_ensemble_and_task)
+    _wrap("load_checkpoint", _load_checkpoint)

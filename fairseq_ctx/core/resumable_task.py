@@ -1,0 +1,60 @@
+"""What our tasks add to fairseq's so a checkpoint resumes exactly and loads from anywhere.
+
+Exact resume at every epoch. fairseq builds the training batches once, when the first
+``EpochBatchIterator`` is made (``FairseqTask.get_batch_iterator``: the dataset order comes from
+``ordered_indices()`` under ``numpy_seed(seed + epoch)``), and reuses them in later epochs, only
+shuffling their order with ``seed + epoch``. An uninterrupted run therefore trains every epoch
+on the batches of epoch 1; a run resumed in epoch e > 1 (also from the end-of-epoch checkpoint
+of epoch e - 1, which stores epoch e) made them with ``seed + e``: other windows / examples per
+batch, other losses. Our datasets draw a random permutation in ``ordered_indices`` (document
+windows, LanguagePairDataset, the multilingual pairs), so the same holds for them. A resumed run
+here builds its reusable iterator with the batches of epoch 1, exactly as the uninterrupted run
+did. Iterators that fairseq rebuilds every epoch (``has_sharded_data``, e.g. multilingual pair
+re-sampling) are made with their own epoch in both runs and need nothing.
+
+Data directory. fairseq stores ``--data`` as given; a relative one breaks every tool run from
+another directory, and fairseq records no working directory. The task records the absolute data
+directory (resolved when training starts) through fairseq's task hook ``get_checkpoint_dict``, in
+``extra_state[<task class name>]["data"]``; ``core.checkpoint_loading`` uses it.
+"""
+import inspect
+import os
+from typing import Dict, Optional
+
+from fairseq.file_io import PathManager
+from fairseq.tasks import FairseqTask
+
+_BATCH_ITERATOR_SIGNATURE = inspect.signature(FairseqTask.get_batch_iterator)
+
+
+def absolute_data_path(data: str) -> str:
+    """Each local directory of a ``os.pathsep``-separated ``--data`` made absolute."""
+    return os.pathsep.join(
+        part if not part or os.path.isabs(part) or PathManager.path_requires_pathmanager(part) else os.path.abspath(part)
+        for part in data.split(os.pathsep)
+    )
+
+
+class ResumableTask:
+    """Mixin placed before fairseq's task class: ``class MyTask(ResumableTask, TranslationTask)``."""
+
+    def __init__(self, cfg, *args, **kwargs):
+        super().__init__(cfg, *args, **kwargs)
+        self.absolute_data = absolute_data_path(cfg.data) if getattr(cfg, "data", None) else None
+
+    def get_checkpoint_dict(self) -> Dict[str, Dict[str, Optional[str]]]:
+        return {type(self).__name__: {"data": self.absolute_data}}
+
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        call = _BATCH_ITERATOR_SIGNATURE.bind(self, dataset, *args, **kwargs)
+        call.apply_defaults()
+        options = {name: value for name, value in call.arguments.items() if name != "self"}
+        epoch = options["epoch"]
+        reusable = (not options["disable_iterator_cache"] and not options["update_epoch_batch_itr"]
+                    and self.can_reuse_epoch_itr(dataset))
+        if epoch <= 1 or not reusable or dataset in self.dataset_to_epoch_iter:
+            return super().get_batch_iterator(**options)
+        iterator = super().get_batch_iterator(**{**options, "epoch": 1})
+        iterator.epoch = epoch
+        dataset.set_epoch(epoch)
+        return iterator
