@@ -78,3 +78,37 @@ def test_recipe_end_to_end_writes_one_row_per_model_and_pair(recipe, tmp_path):
     # the data are never written to
     assert sorted(p.name for p in data.iterdir()) == sorted(
         f"{s}.lc.norm.tok.{l}" for s in ("train", "val", "test_2016_flickr") for l in ("en", "de", "fr", "cs"))
+
+
+def test_missing_file_is_named_before_anything_is_written(recipe, tmp_path):
+    data = tmp_path / "multi30k"
+    data.mkdir()
+    write_fixture(data)
+    (data / "val.lc.norm.tok.cs").unlink()
+    with pytest.raises(SystemExit, match=r"val\.lc\.norm\.tok\.cs not found; pass the directory holding Multi30k"):
+        recipe.main([str(data), "--work", str(tmp_path / "work"), "--results", str(tmp_path / "results")])
+    assert not (tmp_path / "work").exists() and not (tmp_path / "results").exists()
+
+
+def test_misaligned_split_names_every_file_and_its_line_count(recipe, tmp_path):
+    data = tmp_path / "multi30k"
+    data.mkdir()
+    write_fixture(data)
+    fr = data / "test_2016_flickr.lc.norm.tok.fr"
+    fr.write_text("".join(fr.read_text().splitlines(keepends=True)[:-1]))
+    with pytest.raises(SystemExit, match=r"test_2016_flickr files are not line-aligned: .*\.en has 12 lines, "
+                                         r".*\.fr has 11 lines"):
+        recipe.main([str(data), "--work", str(tmp_path / "work")])
+
+
+def test_work_directory_may_not_be_the_data_directory(recipe, tmp_path):
+    write_fixture(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(SystemExit, match="is the data directory; choose another directory"):
+        recipe.main([str(tmp_path), "--work", str(tmp_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_unknown_model_or_pair_is_refused(recipe, tmp_path):
+    with pytest.raises(SystemExit, match="--pairs ro unknown; choose from fr,cs"):
+        recipe.main([str(tmp_path), "--pairs", "fr,ro"])

@@ -77,11 +77,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--models", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="second source languages (subset of fr,cs)")
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE pieces over the 4 languages")
-    parser.add_argument("--max-update", type=int, default=4000, help="updates per model (the same for every model)")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="target+source tokens per batch")
+    parser.add_argument("--max-update", type=int, default=1200, help="updates per model (the same for every model)")
+    parser.add_argument("--max-tokens", type=int, default=2048, help="target+source tokens per batch")
     parser.add_argument("--lr", type=float, default=1e-3, help="peak lr of the inverse_sqrt schedule (every model)")
-    parser.add_argument("--warmup-updates", type=int, default=1000)
-    parser.add_argument("--validate-every", type=int, default=500, help="validation (loss and greedy BLEU) interval in updates")
+    parser.add_argument("--warmup-updates", type=int, default=400)
+    parser.add_argument("--validate-every", type=int, default=300, help="validation (loss and greedy BLEU) interval in updates")
     parser.add_argument("--embed-dim", type=int, default=256, help="Transformer model dim (RNN: embeddings)")
     parser.add_argument("--ffn-dim", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=3, help="encoder and decoder layers of the Transformers")
@@ -89,6 +89,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--rnn-hidden", type=int, default=256, help="RNN encoder GRU size per direction (decoder: twice)")
     parser.add_argument("--dropout", type=float, default=0.3)
     parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--max-len-a", type=float, default=1.2,
+                        help="hypotheses stop at max-len-a * source length + max-len-b pieces (validation and test)")
+    parser.add_argument("--max-len-b", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
     return parser.parse_args(argv)
@@ -102,12 +105,12 @@ def check_data(data: str, langs: Sequence[str]) -> Dict[str, int]:
         for lang in langs:
             path = os.path.join(data, f"{stem}.lc.norm.tok.{lang}")
             if not os.path.isfile(path):
-                sys.exit(f"error: {path} not found; pass the directory holding Multi30k task 1's tokenised files "
+                sys.exit(f"multi30k_multisource.py: error: {path} not found; pass the directory holding Multi30k task 1's tokenised files "
                          f"(data/task1/tok of https://github.com/multi30k/dataset)")
             with open(path, encoding="utf-8") as handle:
                 lines[path] = sum(1 for _ in handle)
         if len(set(lines.values())) != 1:
-            sys.exit(f"error: the {stem} files are not line-aligned: "
+            sys.exit(f"multi30k_multisource.py: error: the {stem} files are not line-aligned: "
                      + ", ".join(f"{p} has {n} lines" for p, n in lines.items())
                      + "; use the four files of one Multi30k release")
         counts[split] = next(iter(lines.values()))
@@ -232,16 +235,18 @@ def train_step(model: Model, data_bin: Path, user_dir: str, ckpt: Path, args: ar
         "--validate-interval", "100000", "--save-interval", "100000",
         "--validate-interval-updates", str(args.validate_every), "--save-interval-updates", str(args.validate_every),
         "--keep-interval-updates", "1", "--no-epoch-checkpoints",
-        "--eval-bleu", "--eval-bleu-args", '{"beam": 1}', "--eval-bleu-remove-bpe", "sentencepiece",
+        "--eval-bleu", "--eval-bleu-args",
+        json.dumps({"beam": 1, "max_len_a": args.max_len_a, "max_len_b": args.max_len_b}), "--eval-bleu-remove-bpe", "sentencepiece",
         "--eval-tokenized-bleu", "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
-        "--log-format", "simple", "--log-interval", "100", "--save-dir", str(ckpt)])
+        "--num-workers", "0", "--log-format", "simple", "--log-interval", "50", "--save-dir", str(ckpt)])
 
 
-def generate_step(model: Model, data_bin: Path, user_dir: str, path: Path, out: Path, beam: int) -> Step:
+def generate_step(model: Model, data_bin: Path, user_dir: str, path: Path, out: Path, args: argparse.Namespace) -> Step:
     aux = [] if model.extra is None else ["--extra-source-langs", model.extra]
     return Step("fairseq-generate", [
         str(data_bin), "--user-dir", user_dir, "--task", "multimodal_translation", "-s", SOURCE, "-t", TARGET, *aux,
-        "--path", str(path), "--gen-subset", "test", "--beam", str(beam), "--batch-size", "64",
+        "--path", str(path), "--gen-subset", "test", "--beam", str(args.beam), "--batch-size", "64",
+        "--max-len-a", str(args.max_len_a), "--max-len-b", str(args.max_len_b), "--num-workers", "0",
         "--required-batch-size-multiple", "1", "--post-process", "sentencepiece", "--cpu", "--results-path", str(out)])
 
 
@@ -299,7 +304,7 @@ def run_model(model: Model, args: argparse.Namespace, work: Path, user_dir: str)
     train_wall = time.time() - start
     best = ckpt / "checkpoint_best.pt"
     start = time.time()
-    steps = [train, generate_step(model, data_bin, user_dir, best, out, args.beam),
+    steps = [train, generate_step(model, data_bin, user_dir, best, out, args),
              score_step(out / "generate-test.txt", reference, out / "score.json")]
     for step in steps[1:]:
         run(step)
@@ -313,7 +318,7 @@ def run_model(model: Model, args: argparse.Namespace, work: Path, user_dir: str)
         shuffled.mkdir(exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
             shuffled_data_dir(data_bin, tmp, model.extra, args.seed)
-            attack = [generate_step(model, Path(tmp), user_dir, best, shuffled, args.beam),
+            attack = [generate_step(model, Path(tmp), user_dir, best, shuffled, args),
                       score_step(shuffled / "generate-test.txt", reference, shuffled / "score.json")]
             for step in attack:
                 run(step)
@@ -342,14 +347,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     for name, chosen, known in (("--models", strategies, STRATEGIES), ("--pairs", pairs, PAIRS)):
         unknown = sorted(set(chosen) - set(known))
         if unknown:
-            sys.exit(f"error: {name} {','.join(unknown)} unknown; choose from {','.join(known)}")
+            sys.exit(f"multi30k_multisource.py: error: {name} {','.join(unknown)} unknown; choose from {','.join(known)}")
     models = [Model(s, None) for s in strategies if s == "text-only"]
     models += [Model(s, p) for p in pairs for s in strategies if s != "text-only"]
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, stream=sys.stdout)
     counts = check_data(args.data, [SOURCE, TARGET, *PAIRS])
     work = Path(args.work).resolve()
     if work == Path(args.data).resolve():
-        sys.exit(f"error: --work {work} is the data directory; choose another directory")
+        sys.exit(f"multi30k_multisource.py: error: --work {work} is the data directory; choose another directory")
     work.mkdir(parents=True, exist_ok=True)
     results_dir = work / "results"
     results_dir.mkdir(exist_ok=True)
