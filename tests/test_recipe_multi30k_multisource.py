@@ -36,7 +36,7 @@ def write_fixture(directory: Path) -> None:
             (directory / f"{stem}.lc.norm.tok.{lang}").write_text(text, encoding="utf-8")
 
 
-TINY = ["--spm-vocab", "60", "--max-update", "4", "--max-tokens", "600", "--warmup-updates", "2", "--lr", "1e-3",
+TINY = ["--spm-vocab", "60", "--max-update", "4", "--batch-size", "50", "--warmup-updates", "2", "--lr", "1e-3",
         "--validate-every", "2", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2",
         "--rnn-hidden", "16", "--beam", "2", "--workers", "1"]
 

@@ -77,11 +77,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--models", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="second source languages (subset of fr,cs)")
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE pieces over the 4 languages")
-    parser.add_argument("--max-update", type=int, default=1200, help="updates per model (the same for every model)")
-    parser.add_argument("--max-tokens", type=int, default=2048, help="target+source tokens per batch")
+    parser.add_argument("--max-update", type=int, default=600, help="updates per model (the same for every model)")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="sentences per update, the same for every model (a token limit would give the "
+                             "text-only model more sentences: fairseq counts the second source's tokens too)")
     parser.add_argument("--lr", type=float, default=1e-3, help="peak lr of the inverse_sqrt schedule (every model)")
-    parser.add_argument("--warmup-updates", type=int, default=400)
-    parser.add_argument("--validate-every", type=int, default=300, help="validation (loss and greedy BLEU) interval in updates")
+    parser.add_argument("--warmup-updates", type=int, default=200)
+    parser.add_argument("--validate-every", type=int, default=200, help="validation (loss and greedy BLEU) interval in updates")
     parser.add_argument("--embed-dim", type=int, default=256, help="Transformer model dim (RNN: embeddings)")
     parser.add_argument("--ffn-dim", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=3, help="encoder and decoder layers of the Transformers")
@@ -231,7 +233,7 @@ def train_step(model: Model, data_bin: Path, user_dir: str, ckpt: Path, args: ar
         "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "1.0", "--lr", str(args.lr),
         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup_updates),
         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-        "--max-tokens", str(args.max_tokens), "--max-update", str(args.max_update), "--seed", str(args.seed), "--cpu",
+        "--batch-size", str(args.batch_size), "--max-update", str(args.max_update), "--seed", str(args.seed), "--cpu",
         "--validate-interval", "100000", "--save-interval", "100000",
         "--validate-interval-updates", str(args.validate_every), "--save-interval-updates", str(args.validate_every),
         "--keep-interval-updates", "1", "--no-epoch-checkpoints",
