@@ -42,7 +42,7 @@ TINY = ["--spm-vocab", "60", "--max-update", "4", "--batch-size", "50", "--warmu
 
 
 @pytest.fixture(scope="module")
-def recipe(tmp_path_factory):
+def recipe():
     sys.path.insert(0, str(RECIPE_DIR))
     import multi30k_multisource
 
@@ -112,3 +112,16 @@ def test_work_directory_may_not_be_the_data_directory(recipe, tmp_path):
 def test_unknown_model_or_pair_is_refused(recipe, tmp_path):
     with pytest.raises(SystemExit, match="--pairs ro unknown; choose from fr,cs"):
         recipe.main([str(tmp_path), "--pairs", "fr,ro"])
+
+
+def test_resume_refuses_results_trained_with_other_settings(recipe, tmp_path):
+    data, work = tmp_path / "multi30k", tmp_path / "work"
+    data.mkdir()
+    write_fixture(data)
+    (work / "results").mkdir(parents=True)
+    (work / "results" / "text-only.json").write_text(json.dumps({"settings": {"max_update": 1}}))
+    for stage in ("spm", "data-bin"):  # data stages marked finished: only the model loop runs
+        (work / stage).mkdir()
+        (work / stage / "done").write_text("")
+    with pytest.raises(SystemExit, match=r"text-only\.json was trained with other settings .* delete it to retrain"):
+        recipe.main([str(data), "--work", str(work), "--models", "text-only"])

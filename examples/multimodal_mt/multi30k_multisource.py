@@ -25,6 +25,7 @@ import io
 import json
 import logging
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -259,8 +260,6 @@ def score_step(generated: Path, reference: str, out: Path) -> Step:
 
 def valid_curve(log_text: str) -> List[List[float]]:
     """(updates, greedy validation BLEU) for every validation in a fairseq-train log."""
-    import re
-
     curve = []
     for line in log_text.splitlines():
         if "valid on 'valid' subset" in line:
@@ -364,21 +363,26 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     start = time.time()
     spm_dir = train_sentencepiece(args.data, work, [SOURCE, TARGET, *PAIRS], args.spm_vocab)
     data_steps = binarize(spm_dir, work, PAIRS, args.workers)
+    settings = {k: v for k, v in vars(args).items() if k not in ("data", "work", "results", "models", "pairs")}
     for model in models:
         path = results_dir / f"{model.name}.json"
         if path.exists():
+            if json.loads(path.read_text())["settings"] != settings:
+                sys.exit(f"multi30k_multisource.py: error: {path} was trained with other settings "
+                         f"(its 'settings' entry); delete it to retrain {model.name}, or use another --work")
             logging.getLogger(__name__).info("%s: results exist (%s), skipped", model.name, path)
             continue
-        result = run_model(model, args, work, user_dir)
+        result = {**run_model(model, args, work, user_dir), "settings": settings}
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(result, indent=2))
         os.replace(tmp, path)
     from multi30k_results import write_results
 
     run_info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "machine": machine(), "command": " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
+                "machine": machine(), "command": " ".join(shlex.quote(a) for a in ["examples/multimodal_mt/multi30k_multisource.py",
+                                                                 *(sys.argv[1:] if argv is None else argv)]),
                 "this_invocation_wall_s": time.time() - start, "sentences": counts,
-                "settings": {k: v for k, v in vars(args).items() if k not in ("data", "work", "results")},
+                "settings": settings,
                 "data_commands": [s.shell for s in data_steps]}
     written = write_results(results_dir, Path(args.results), run_info)
     print("\n".join(str(p) for p in written))
