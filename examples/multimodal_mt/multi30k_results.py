@@ -110,10 +110,12 @@ def plot(rows: List[dict], path: Path) -> None:
     bars.set_xticklabels(strategies, rotation=20)
     bars.set_ylabel("BLEU, test_2016_flickr")
     bars.legend(fontsize=8)
-    for r in rows:
+    colours = plt.get_cmap("tab20")
+    for k, r in enumerate(rows):
         if r["valid_bleu"]:
             updates, bleu = zip(*r["valid_bleu"])
-            curves.plot(updates, bleu, marker=".", label=r["name"], linestyle="--" if r["second_source"] is None else "-")
+            curves.plot(updates, bleu, marker=".", label=r["name"], color=colours(k % 20),
+                        linestyle="--" if r["second_source"] is None else "-")
     curves.set_xlabel("updates")
     curves.set_ylabel("validation BLEU (greedy)")
     curves.legend(fontsize=7, ncol=2)
