@@ -78,7 +78,7 @@ def markdown(rows: List[dict], run: dict) -> str:
         "",
         f"{EXPECTED} **{direction(rows)}**",
         "",
-        f"Wall time: {_minutes(total)} min for the {len(rows)} models (training with validation, then test "
+        f"Wall time: {_minutes(total)} min for {len(rows)} model(s) (training with validation, then test "
         f"decoding and scoring); this invocation {_minutes(run['this_invocation_wall_s'])} min.",
         "",
         "Signatures: " + "; ".join(f"`{s}`" for s in signatures),
