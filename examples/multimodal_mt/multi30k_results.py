@@ -1,0 +1,136 @@
+"""Results of multi30k_multisource.py: ``multi30k_multisource.{json,md,png}`` from the per-model
+JSON files (one per finished model, so a resumed or partial run is reported as it stands)."""
+import json
+from pathlib import Path
+from typing import Dict, List
+
+ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
+EXPECTED = ("Expected direction (Libovický, 2019, Europarl multi-source: +3 to +4 BLEU over a single "
+            "source): every multi-source model above the text-only en→de model.")
+
+
+def load_rows(model_dir: Path) -> List[dict]:
+    rows = [json.loads(path.read_text()) for path in sorted(model_dir.glob("*.json"))]
+    return sorted(rows, key=lambda r: (r["second_source"] or "", ORDER.index(r["strategy"])))
+
+
+def direction(rows: List[dict]) -> str:
+    """Plain statement of whether every multi-source model beat the text-only model."""
+    base = next((r for r in rows if r["second_source"] is None), None)
+    multi = [r for r in rows if r["second_source"] is not None]
+    if base is None or not multi:
+        return "Not judged: the run has no text-only model or no multi-source model."
+    below = [f"{r['name']} ({r['bleu']:.2f})" for r in multi if r["bleu"] <= base["bleu"]]
+    if not below:
+        return f"Held: all {len(multi)} multi-source models are above text-only ({base['bleu']:.2f} BLEU)."
+    return (f"Did not hold for {len(below)} of {len(multi)} models, at or below text-only ({base['bleu']:.2f} BLEU): "
+            + ", ".join(below) + ".")
+
+
+def _best_valid(row: dict) -> str:
+    if not row["valid_bleu"]:
+        return "n/a"
+    updates, bleu = max(row["valid_bleu"], key=lambda point: point[1])
+    return f"{bleu:.2f} @ {updates}"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f}"
+
+
+def markdown(rows: List[dict], run: dict) -> str:
+    base = next((r["bleu"] for r in rows if r["second_source"] is None), None)
+    machine = run["machine"]
+    total = sum(r["train_wall_s"] + r["eval_wall_s"] for r in rows)
+    lines = [
+        "# Multi30k: a second source language (en+fr→de, en+cs→de) against text-only en→de",
+        "",
+        f"Date: {run['date']}. Machine: {machine['cpu_cores']} CPU cores ({machine['torch_threads']} torch threads), "
+        f"GPU: {machine['gpu']}; torch {machine['torch']}, {machine['platform']}.",
+        f"Data: Multi30k task 1 (Elliott et al., 2016), lc.norm.tok files, "
+        f"{run['sentences']['train']}/{run['sentences']['valid']}/{run['sentences']['test']} sentences "
+        "(train / val / test_2016_flickr).",
+        "",
+        "Command:",
+        "",
+        f"    python {run['command']}",
+        "",
+        f"Settings (the same for every model): {json.dumps(run['settings'])}.",
+        "",
+        "BLEU and chrF: sacreBLEU via fairseq-ctx-score on test_2016_flickr, beam search from the checkpoint with "
+        "the best greedy validation BLEU; hypotheses with the sentencepiece pieces removed (lowercased, "
+        "Moses-tokenised text) against the lc.norm.tok references with `--tokenize none`, the form in which "
+        "papers report Multi30k BLEU. \"shuffled\": the same model re-decoded with the second source permuted "
+        "across the test set (as fairseq-ctx-adversarial does); drop = BLEU − BLEU shuffled.",
+        "",
+        "| model | pair | updates | BLEU | chrF | Δ BLEU vs text-only | BLEU, 2nd source shuffled | drop | "
+        "best val BLEU (greedy) @ update | train min | eval min |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        delta = "—" if base is None or r["second_source"] is None else f"{r['bleu'] - base:+.2f}"
+        shuffled = (f"{r['bleu_shuffled']:.2f} | {r['bleu_drop']:+.2f}" if "bleu_shuffled" in r
+                    else "n/a (no second source) | n/a")
+        lines.append(f"| {r['name']} | {r['pair']} | {r['updates']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {delta} | "
+                     f"{shuffled} | {_best_valid(r)} | {_minutes(r['train_wall_s'])} | {_minutes(r['eval_wall_s'])} |")
+    signatures = sorted({r["bleu_signature"] for r in rows} | {r["chrf_signature"] for r in rows})
+    lines += [
+        "",
+        f"{EXPECTED} **{direction(rows)}**",
+        "",
+        f"Wall time: {_minutes(total)} min for {len(rows)} model(s) (training with validation, then test "
+        f"decoding and scoring); this invocation {_minutes(run['this_invocation_wall_s'])} min.",
+        "",
+        "Signatures: " + "; ".join(f"`{s}`" for s in signatures),
+        "",
+        "Plot: multi30k_multisource.png (test BLEU per model and pair, text-only as the reference line; "
+        "greedy validation BLEU per update). Per-model commands: multi30k_multisource.json.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: List[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (bars, curves) = plt.subplots(1, 2, figsize=(12, 4.5))
+    strategies = [s for s in ORDER[1:] if any(r["strategy"] == s for r in rows)]
+    pairs = sorted({r["second_source"] for r in rows if r["second_source"]})
+    width = 0.8 / max(len(pairs), 1)
+    for i, pair in enumerate(pairs):
+        values = {r["strategy"]: r["bleu"] for r in rows if r["second_source"] == pair}
+        xs = [k + i * width for k, s in enumerate(strategies) if s in values]
+        bars.bar(xs, [values[s] for s in strategies if s in values], width, label=f"en+{pair}→de")
+    base = next((r for r in rows if r["second_source"] is None), None)
+    if base is not None:
+        bars.axhline(base["bleu"], color="black", linestyle="--", label=f"text-only en→de ({base['bleu']:.1f})")
+    bars.set_xticks([k + width * (len(pairs) - 1) / 2 for k in range(len(strategies))])
+    bars.set_xticklabels(strategies, rotation=20)
+    bars.set_ylabel("BLEU, test_2016_flickr")
+    bars.legend(fontsize=8)
+    colours = plt.get_cmap("tab20")
+    for k, r in enumerate(rows):
+        if r["valid_bleu"]:
+            updates, bleu = zip(*r["valid_bleu"])
+            curves.plot(updates, bleu, marker=".", label=r["name"], color=colours(k % 20),
+                        linestyle="--" if r["second_source"] is None else "-")
+    curves.set_xlabel("updates")
+    curves.set_ylabel("validation BLEU (greedy)")
+    curves.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_results(model_dir: Path, out_dir: Path, run: dict, stem: str = "multi30k_multisource") -> List[Path]:
+    """Write ``{stem}.json``, ``{stem}.md`` and ``{stem}.png`` into ``out_dir``; returns their paths."""
+    rows = load_rows(model_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{stem}.{ext}" for ext in ("json", "md", "png")]
+    summary: Dict[str, object] = {**run, "expected": EXPECTED, "direction": direction(rows), "models": rows}
+    paths[0].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    paths[1].write_text(markdown(rows, run), encoding="utf-8")
+    plot(rows, paths[2])
+    return paths
