@@ -5,7 +5,7 @@ from typing import NoReturn
 def no_hub_interface(model_name: str) -> NoReturn:
     """fairseq's hub interface (``Model.from_pretrained(...).translate``) would decode with the
     embedding model's auxiliary decoder; the model's product is the sentence/document embedding
-    (Yun 2022 ch. 4), which the embedding tools compute."""
+    (Li 2021, ch. 4), which the embedding tools compute."""
     raise NotImplementedError(
         f"{model_name} is a multilingual_embedding model (T-MDE / LASER): it embeds text, it does not translate, "
         f"so it has no fairseq hub interface. Embed text with `fairseq-ctx-embed CHECKPOINT --lang LANG --input "
