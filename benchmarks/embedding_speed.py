@@ -2,7 +2,7 @@
 --distance-detach-target) and laser_bilstm (same batches, one run), and embedding throughput /
 peak memory of the streaming embedder.
 
-Target (issue 6): the distance constraint costs <= 15% of tmde's training speed (thesis: 35%).
+Target: the distance constraint costs <= 15% of tmde's training speed (thesis: 35%).
 
 ``--size thesis`` (default) is the thesis's Table 4.1 setting: ``ct_mde`` (1024 dims, 16 heads,
 FFN 4096, 6 encoder / 1 decoder layers, pre-norm) and LASER with a 5-layer BiLSTM (512 per

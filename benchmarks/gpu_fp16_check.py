@@ -1,5 +1,5 @@
 """fairseq-train --fp16 for 50 updates for every registered fairseq_ctx arch, on the generated
-corpora of the test suite, appending one row per arch to docs/gpu-checks.md (issue 7, must-show 2).
+corpora of the test suite, appending one row per arch to docs/gpu-checks.md.
 
 Needs a CUDA GPU (fairseq's --fp16 does not run on the CPU). The archs, their tasks, the tiny
 model sizes and the task options are those of the production-training matrix

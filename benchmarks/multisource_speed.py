@@ -1,4 +1,4 @@
-"""Speed of the multi-source decoder strategies relative to a text-only Transformer (SPEC §4).
+"""Speed of the multi-source decoder strategies relative to a text-only Transformer (Libovický, 2019, ch. 5).
 
 Each model (text-only, serial, parallel, flat, hierarchical) runs in its own subprocess, so
 that the peak memory (CUDA max allocated, or the process's peak RSS on CPU) is its own. Every
@@ -10,12 +10,12 @@ image regions of dimension 2048 (a ResNet last conv layer). Reports
 - both as ratios to the text-only Transformer measured in the same run, with PASS/FAIL for
   the target (≥ 0.7x for hierarchical, training and generation), and peak memory.
 
-Defaults are the thesis's Multi30k settings (SPEC §4): 6+6 layers, D 512, FFN 4096, 16 heads,
+Defaults are the thesis's Multi30k settings (Libovický, 2019, ch. 5): 6+6 layers, D 512, FFN 4096, 16 heads,
 batch 32 sentences, beam 10, ResNet 14×14 = 196 regions × 2048, a shared vocabulary of 40,000
 wordpieces tied with the output layer (§5.2.2: "approximately 40 thousand wordpieces"; it was
 8,000 before, which understated the text model's own output-layer cost); sentences of 20 tokens
 (the upper end of Multi30k's 13–20 BPE tokens per sentence). They were a smaller model before
-(D 256, FFN 1024, 4 heads, 3+3 layers, beam 5); the thesis model is the one SPEC §4 specifies,
+(D 256, FFN 1024, 4 heads, 3+3 layers, beam 5); the thesis model is the one Libovický (2019) ch. 5 specifies,
 so it is the default now, and ``--embed-dim 256 --ffn-dim 1024 --heads 4 --layers 3 --beam 5``
 still runs the small one (the README reports both).
 

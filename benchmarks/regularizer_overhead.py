@@ -1,5 +1,5 @@
 """Per-update cost of each CKA-toolkit training term against the same model with the term off,
-measured in one run (Yun 2022 ch. 2; issue 5 targets).
+measured in one run (Yun 2022 ch. 4–5).
 
 Usage: ``python benchmarks/regularizer_overhead.py [--clock cpu] [--threads 1] [--quick] [--json PATH]``
 

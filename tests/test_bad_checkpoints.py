@@ -1,4 +1,4 @@
-"""Bad checkpoints (issue 7, must-show 4): an unreadable file and a checkpoint of another arch,
+"""Bad checkpoints: an unreadable file and a checkpoint of another arch,
 given to stock fairseq (generate --path, train --restore-file) and to our code (hub, tools,
 --pretrained-sentence-checkpoint). Our code stops before building anything with an error naming
 the file, what is wrong and the fix; for stock fairseq the test pins the error users get (the

@@ -1,4 +1,4 @@
-"""CKA/HSIC numerics (SPEC §2): NumPy reference, invariances, dtypes, gradients, SRIP."""
+"""CKA/HSIC numerics (Yun, 2022, ch. 4): NumPy reference, invariances, dtypes, gradients, SRIP."""
 import numpy as np
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Must-show 3 of issue 4: bad auxiliary inputs fail before training / decoding, naming the file."""
+"""Bad auxiliary inputs fail before training / decoding, naming the file."""
 import json
 import os
 from pathlib import Path

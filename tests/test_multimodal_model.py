@@ -1,4 +1,4 @@
-"""Must-show 2 of issue 4: the multi-input decoder strategies against the plain Transformer,
+"""The multi-input decoder strategies against the plain Transformer,
 incremental decoding, gradients, half precision."""
 import pytest
 import torch

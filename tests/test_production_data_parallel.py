@@ -1,4 +1,4 @@
-"""Must-show 1 (issue 7): two stock fairseq-train processes (gloo, legacy_ddp, explicit tcp init
+"""Two stock fairseq-train processes (gloo, legacy_ddp, explicit tcp init
 and ranks) train every plugin arch for a few updates. Both ranks log the same per-update loss and
 hold bit-identical parameters after every update, the loss equals a single process with
 ``--update-freq 2`` (same batches, dropout off), and every parameter receives a gradient on every

@@ -1,4 +1,4 @@
-"""Must-show 2 (issue 7), at module level: for every plugin arch with a data fixture, the task's
+"""At module level: for every plugin arch with a data fixture, the task's
 own criterion on a real batch gives a finite loss and finite gradients in float16 and bfloat16,
 close to the float32 loss. (fairseq's --fp16/--bf16 need CUDA; this is the CPU check.)"""
 import copy

@@ -1,4 +1,4 @@
-"""Must-show 2 (issue 7) at realistic magnitudes: forward + backward in float16 and bfloat16 on
+"""At realistic magnitudes: forward + backward in float16 and bfloat16 on
 inputs of the size the papers train on is finite and close to float32.
 
 - context models: 512-dim, N=4 context sentences of ~100 tokens each (plus a document-initial

@@ -1,4 +1,4 @@
-"""Must-show 3 (issue 7, issue 18): training interrupted and restarted from checkpoint_last.pt with
+"""Training interrupted and restarted from checkpoint_last.pt with
 stock fairseq-train continues exactly like an uninterrupted run with the same seed (per-update
 losses equal within the log's rounding, and the same batches: equal words per batch), whether
 the interruption is in the middle of an epoch or at its end, and also in later epochs.

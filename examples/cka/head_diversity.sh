@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduction 2 (SPEC §2, Table 4.5 direction): baseline vs --drophead 0.5 vs the HSIC regularizer,
+# Reproduction 2 (Yun 2022, Table 4.5 direction): baseline vs --drophead 0.5 vs the HSIC regularizer,
 # on the generated context corpus, fairseq's stock `transformer` trained through the `head_diversity`
 # criterion (same seed, data and number of updates), then fairseq-ctx-analyze-heads on each.
 # Writes examples/cka/results/head_diversity.{csv,md} and heads_*.png. ~10-20 minutes on 2 shared CPU cores.

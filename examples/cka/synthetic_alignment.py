@@ -1,4 +1,4 @@
-"""Reproduction 1 (SPEC §3, Yun 2022 §5.3.1): CKA as a modality-alignment objective on synthetic data.
+"""Reproduction 1 (Yun 2022 §5.3.1): CKA as a modality-alignment objective on synthetic data.
 
 Set-up as the thesis states it (§5.3.1 "Experiment settings"):
 - data: 10,000 class-A samples from one 64-d normal distribution, 10,000 class-B samples from a

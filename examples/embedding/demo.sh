@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multilingual document embedding demo (SPEC §5): generated 5-language corpus -> shared dictionary
+# Multilingual document embedding demo (Li, 2021, ch. 4): generated 5-language corpus -> shared dictionary
 # -> fairseq-preprocess per pair -> tmde / tmde + distance_constraint / tmde_f / laser_bilstm with the
 # same update budget, plus a bilingual pa<->pb run with and without the constraint
 # -> retrieval error xa<->xb, X-Y document classification, t-SNE picture.

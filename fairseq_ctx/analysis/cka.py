@@ -7,7 +7,7 @@ Conventions
 - Arithmetic runs in float32 whatever the input dtype (float16/bfloat16 inputs are upcast);
   ``dtype=torch.float64`` asks for float64; ``dtype=None`` means float64 if an input is float64,
   else float32. Results are 0-d tensors of that dtype.
-- Biased HSIC (SPEC §2): tr(K C L C) / (n−1)². Unbiased HSIC: Song et al. (2012), eq. 5, needs
+- Biased HSIC (Yun, 2022, ch. 4): tr(K C L C) / (n−1)². Unbiased HSIC: Song et al. (2012), eq. 5, needs
   n >= 4 and always works on Gram matrices.
 - Linear kernel, biased: computed in feature space (‖Ycᵀ Xc‖_F², O(n·d1·d2)) when both
   dimensions are below n, in Gram space (O(n²·d)) otherwise; both give the same number.

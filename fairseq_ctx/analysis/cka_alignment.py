@@ -1,4 +1,4 @@
-"""``--criterion cka_alignment``: label-smoothed CE − λ·CKA(A, B) (Yun 2022, eq. 5.4, SPEC §3)."""
+"""``--criterion cka_alignment``: label-smoothed CE − λ·CKA(A, B) (Yun 2022, eq. 5.4)."""
 from dataclasses import dataclass, field
 
 from fairseq.criterions import register_criterion

@@ -27,7 +27,7 @@ class ContextTranslationConfig(TranslationConfig):
     context_size: int = field(
         default=2,
         metadata={"help": "number of previous source sentences of the same document given "
-                  "as context (SPEC §1: N=2 in the thesis); 0 = sentence-level"},
+                  "as context (Yun (2022) ch. 3: N=2 in the thesis); 0 = sentence-level"},
     )
     max_context_tokens: Optional[int] = field(
         default=None,
@@ -56,7 +56,7 @@ class ContextTranslationConfig(TranslationConfig):
 
 @register_task("context_translation", dataclass=ContextTranslationConfig)
 class ContextTranslationTask(ResumableTask, TranslationTask):
-    """Document-level translation (SPEC §1). Data = a fairseq-preprocess directory plus
+    """Document-level translation (Yun, 2022, ch. 3). Data = a fairseq-preprocess directory plus
     ``{split}.docids`` (one document id per source line) in the same directory."""
 
     cfg: ContextTranslationConfig

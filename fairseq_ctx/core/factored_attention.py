@@ -1,5 +1,5 @@
 """Encoder-decoder attention over many static states in the factored (associative) order: the
-per-layer attention MH(Q, V_i) over e.g. 196 image regions (SPEC §4, Libovický 2019 §5.2)."""
+per-layer attention MH(Q, V_i) over e.g. 196 image regions (Libovický 2019 §5.2)."""
 from typing import Optional, Tuple
 
 import torch

@@ -1,5 +1,5 @@
 """Criterion ``distance_constraint``: translation loss plus the cT-MDE / cNV embedding distance
-constraint (Li 2021, eq. 4.18–4.21 and eq. 3.6–3.8; SPEC §5)."""
+constraint (Li 2021, eq. 4.18–4.21 and eq. 3.6–3.8)."""
 import logging
 from dataclasses import dataclass, field
 from typing import Dict

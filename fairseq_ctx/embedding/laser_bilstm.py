@@ -1,4 +1,4 @@
-"""Architecture ``laser_bilstm``: the LASER baseline (Artetxe & Schwenk 2019; SPEC §5, Li 2021 §2.1.4)."""
+"""Architecture ``laser_bilstm``: the LASER baseline (Artetxe & Schwenk 2019; Li 2021 §2.1.4)."""
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 

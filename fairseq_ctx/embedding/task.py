@@ -31,7 +31,7 @@ class MultilingualEmbeddingConfig(FairseqDataclass):
     lang_pairs: str = field(
         default="",
         metadata={"help": "comma-separated src-tgt pairs, e.g. de-en,de-es,fr-en,fr-es,en-es,es-en "
-                  "(SPEC §5: every language to the two pivots)"},
+                  "(Li (2021) ch. 4: every language to the two pivots)"},
     )
     str_tag: str = field(
         default="<str>",
@@ -40,7 +40,7 @@ class MultilingualEmbeddingConfig(FairseqDataclass):
     )
     pair_sampling: ChoiceEnum(["uniform", "temperature", "natural"]) = field(
         default="uniform",
-        metadata={"help": "how training examples are drawn across pairs each epoch: uniform (SPEC §5), "
+        metadata={"help": "how training examples are drawn across pairs each epoch: uniform (Li, 2021, ch. 4), "
                   "temperature (share ∝ n^(1/T)) or natural (every row once)"},
     )
     sampling_temperature: float = field(default=5.0, metadata={"help": "T for --pair-sampling temperature"})
@@ -68,7 +68,7 @@ def lang_token(lang: str) -> str:
 
 @register_task("multilingual_embedding", dataclass=MultilingualEmbeddingConfig)
 class MultilingualEmbeddingTask(ResumableTask, FairseqTask):
-    """Multilingual translation with a sentence-embedding bottleneck (SPEC §5, T-MDE / LASER).
+    """Multilingual translation with a sentence-embedding bottleneck (T-MDE / LASER).
 
     One dictionary for all languages, extended with STR_TAG and one ``__{lang}__`` token per
     language; the decoder learns the target language from its first input token (the

@@ -1,5 +1,5 @@
 """Architectures ``tmde``, ``tmde_p``, ``tmde_f`` and ``ct_mde``: Transformer multilingual
-document embedding models (Li 2021, ch. 4; SPEC §5)."""
+document embedding models (Li 2021, ch. 4)."""
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 

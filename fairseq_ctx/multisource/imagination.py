@@ -1,5 +1,5 @@
 """Criterion ``imagination``: label-smoothed cross-entropy + the imagination auxiliary loss
-(Libovický 2019, §5.3.2, eq. 5.17–5.18; SPEC §4)."""
+(Libovický 2019, §5.3.2, eq. 5.17–5.18)."""
 from dataclasses import dataclass, field
 
 import torch

@@ -1,4 +1,4 @@
-"""Named representations of the multi-source Transformer for ``cka_alignment`` (SPEC §3),
+"""Named representations of the multi-source Transformer for ``cka_alignment`` (Yun, 2022, ch. 5),
 collected with the generic encoder hook (no change to the model): ``source`` = the text
 encoder states (B, T, d), and one entry per auxiliary input under its name — for dense features
 (e.g. ``img``) the projected features (B, R, d), for an extra language its encoder states —

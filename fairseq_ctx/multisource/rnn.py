@@ -1,5 +1,5 @@
 """Architecture ``multisource_rnn``: BiGRU encoders + conditional-GRU decoder with Bahdanau
-attention over several inputs (SPEC §4, Libovický 2019 §5.1)."""
+attention over several inputs (Libovický 2019 §5.1)."""
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 

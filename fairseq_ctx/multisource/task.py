@@ -1,5 +1,5 @@
 """Task ``multimodal_translation``: translation with auxiliary inputs (image features and/or
-extra source languages) for the multi-source decoders of SPEC §4."""
+extra source languages) for the multi-source decoders of Libovický (2019) ch. 5."""
 import logging
 import os
 from dataclasses import dataclass, field
@@ -57,7 +57,7 @@ def _names(value: str) -> List[str]:
 
 @register_task("multimodal_translation", dataclass=MultimodalTranslationConfig)
 class MultimodalTranslationTask(ResumableTask, TranslationTask):
-    """Translation whose batches carry ``net_input["aux_inputs"]`` (SPEC §4). Validates every
+    """Translation whose batches carry ``net_input["aux_inputs"]`` (Libovický, 2019, ch. 5). Validates every
     auxiliary file against the text data and the model before training/decoding starts."""
 
     cfg: MultimodalTranslationConfig

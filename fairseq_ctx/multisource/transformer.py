@@ -1,5 +1,5 @@
 """Architectures ``hierarchical_attention_decoder`` (+ ``_big``): a Transformer whose decoder
-attends the source sentence and auxiliary inputs with a chosen combination strategy (SPEC §4)."""
+attends the source sentence and auxiliary inputs with a chosen combination strategy (Libovický, 2019, ch. 5)."""
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -136,7 +136,7 @@ def hierarchical_attention_decoder(args):
 
 @register_model_architecture("multisource_transformer", "hierarchical_attention_decoder_big")
 def hierarchical_attention_decoder_big(args):
-    """Thesis Multi30k sizes (SPEC §4): 6+6 layers, D 512, FFN 4096, 16 heads, shared embeddings."""
+    """Thesis Multi30k sizes (Libovický, 2019, ch. 5): 6+6 layers, D 512, FFN 4096, 16 heads, shared embeddings."""
     arch_overrides(args, encoder_ffn_embed_dim=4096, encoder_attention_heads=16, decoder_ffn_embed_dim=4096,
                    decoder_attention_heads=16, share_all_embeddings=True)
     hierarchical_attention_decoder(args)

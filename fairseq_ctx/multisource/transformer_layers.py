@@ -1,4 +1,4 @@
-"""Encoder and decoder of the ``hierarchical_attention_decoder`` architectures (SPEC §4)."""
+"""Encoder and decoder of the ``hierarchical_attention_decoder`` architectures (Libovický, 2019, ch. 5)."""
 from typing import Dict, List, Optional, Tuple
 
 import torch

@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 class ContextTranslationDataset(LanguagePairWrapper):
     """Wraps a :class:`LanguagePairDataset`; example i gets up to ``context_size`` previous
-    source sentences of its own document (SPEC §1: c_0 = nearest, never across documents).
+    source sentences of its own document (Yun (2022) ch. 3: c_0 = nearest, never across documents).
 
     Each context sentence is ``[<boc>] + source tokens`` (ending in ``</s>``), truncated to
     ``max_context_tokens``. A batch stores every distinct context sentence once:

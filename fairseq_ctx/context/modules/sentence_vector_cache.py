@@ -9,7 +9,7 @@ class SentenceVectorCache:
     """Least-recently-used map from a sentence (its non-pad token ids) to its pooled context
     vector s_i (Yun 2022, eq. 3.14–3.16). HCE/HMCE's s_i depends only on the sentence and the
     weights, not on the sentence being translated, so at inference each sentence of a
-    document is encoded once and then read back for the next N sentences (SPEC §1).
+    document is encoded once and then read back for the next N sentences (Yun, 2022, ch. 3).
 
     Valid only while the weights do not change: the owner clears it whenever it leaves
     evaluation mode, and only uses it without autograd.

@@ -1,4 +1,4 @@
-"""A generated multilingual parallel corpus of topic-labelled documents (SPEC §5 demo).
+"""A generated multilingual parallel corpus of topic-labelled documents (demo data for the models of Li (2021) ch. 4).
 
 Every language realises the same semantic frames (subject, adjective, verb, object, adverb)
 with its own vocabulary (seeded random syllable words, disjoint between languages) and its

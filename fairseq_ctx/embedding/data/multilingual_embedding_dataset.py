@@ -10,7 +10,7 @@ from fairseq_ctx.core.complete_batches import complete_batches
 
 
 class MultilingualEmbeddingDataset(FairseqDataset):
-    """All language pairs of a split behind one index (SPEC §5, T-MDE training data).
+    """All language pairs of a split behind one index (T-MDE training data).
 
     ``index_map[i] = (pair, row)`` names the example; the task draws it per epoch (uniform or
     temperature sampling across pairs). Every source starts with the sentence-embedding tag

@@ -1,4 +1,4 @@
-"""Dense auxiliary input (e.g. ResNet regions) projected to the model dimension (SPEC §4)."""
+"""Dense auxiliary input (e.g. ResNet regions) projected to the model dimension (Libovický, 2019, ch. 5)."""
 from fairseq.modules import FairseqDropout, LayerNorm
 from torch import Tensor, nn
 

@@ -1,4 +1,4 @@
-"""The cross-attention sub-layer of a multi-source Transformer decoder (SPEC §4, Libovický 2019
+"""The cross-attention sub-layer of a multi-source Transformer decoder (Libovický 2019
 §5.2, eq. 5.15–5.16, Fig. 5.4)."""
 from typing import Dict, List, Optional, Sequence, Tuple
 

@@ -1,4 +1,4 @@
-"""Bahdanau attention over several inputs for the RNN decoder (SPEC §4, Libovický 2019 §5.1,
+"""Bahdanau attention over several inputs for the RNN decoder (Libovický 2019 §5.1,
 eq. 5.1–5.11): context-vector concatenation, flat and hierarchical combination, sentinel gate."""
 from typing import List, Optional, Tuple
 
