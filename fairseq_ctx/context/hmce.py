@@ -1,5 +1,4 @@
 """Architectures ``hce`` and ``hmce``: Transformer with a hierarchical (memory) context encoder."""
-import logging
 from typing import Optional
 
 import torch
@@ -7,16 +6,12 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, base_architecture
 from torch import Tensor
 
-from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
 from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.modules.hierarchical_context_encoder import (
     HierarchicalContextConfig,
     HierarchicalContextEncoder,
 )
 from fairseq_ctx.core.length_chunks import length_chunks, trim_padding
-
-logger = logging.getLogger(__name__)
-SENTENCE_TASKS = ("translation", "context_translation")
 
 
 @register_model("hierarchical_context_transformer")
@@ -89,56 +84,6 @@ class HierarchicalContextTransformer(ContextTransformerModel):
             embed_tokens,
             memory_attention=args.memory_attention,
         )
-
-    def load_sentence_checkpoint(self, path: str) -> None:
-        """Copy every tensor of a sentence-level checkpoint whose name exists here.
-
-        Embedding matrices that are shorter only because our dictionary gained symbols
-        (``<boc>``) are copied row-wise; the new rows and all context parameters keep their
-        fresh initialisation. What was (partially) loaded and what stayed new is logged. A file
-        that cannot be read, or a checkpoint whose shared tensors have other shapes (another
-        model size or family), is a :class:`CheckpointError` naming the file and the fix.
-        """
-        purpose = "--pretrained-sentence-checkpoint"
-        checkpoint = read_checkpoint(path, purpose)
-        check_task(checkpoint, path, SENTENCE_TASKS, purpose)
-        state = checkpoint["model"]
-        own = self.state_dict()
-        loaded, partial, mismatched = [], [], []
-        with torch.no_grad():
-            for name, value in state.items():
-                if name not in own:
-                    continue
-                target = own[name]
-                if target.shape == value.shape:
-                    target.copy_(value)
-                    loaded.append(name)
-                elif target.dim() == value.dim() and target.shape[1:] == value.shape[1:] and value.size(0) < target.size(0):
-                    target[: value.size(0)].copy_(value)
-                    partial.append(name)
-                else:
-                    mismatched.append(name)
-        if mismatched or not loaded:
-            raise CheckpointError(sentence_checkpoint_mismatch(path, purpose, state, own, mismatched))
-        fresh = sorted(set(own) - set(loaded) - set(partial))
-        logger.info(
-            "loaded %d tensors from sentence-level checkpoint %s (%d row-wise for added symbols: %s); "
-            "%d tensors newly initialised: %s",
-            len(loaded), path, len(partial), partial, len(fresh), fresh,
-        )
-        self.sentence_checkpoint_report = {"loaded": loaded, "partial": partial, "fresh": fresh}
-
-
-def sentence_checkpoint_mismatch(path: str, purpose: str, state, own, mismatched) -> str:
-    if not mismatched:
-        return (f"{purpose}: {path} shares no tensor name with this model ({len(state)} tensors, e.g. "
-                f"{sorted(state)[:3]}); give the checkpoint of a sentence-level transformer (fairseq-train --arch "
-                f"transformer, or --task context_translation --context-size 0)")
-    shown = ", ".join(f"{name} {tuple(state[name].shape)} vs {tuple(own[name].shape)}" for name in mismatched[:3])
-    return (f"{purpose}: {path} does not fit this model: {len(mismatched)} tensors differ in shape "
-            f"(checkpoint vs model: {shown}); train the sentence-level model with the same sizes "
-            f"(--encoder-embed-dim, --encoder-ffn-embed-dim, --encoder-attention-heads, decoder likewise) or "
-            f"pass those sizes here")
 
 
 @register_model_architecture("hierarchical_context_transformer", "hce")

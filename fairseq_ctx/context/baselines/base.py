@@ -5,6 +5,8 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 from torch import Tensor
 
+from fairseq_ctx.context.sentence_init import SentenceInitConfig, load_sentence_checkpoint
+
 
 class ContextTransformerModel(TransformerModel):
     """Transformer with a context-aware encoder (``encoder_class``, built from the whole
@@ -21,6 +23,12 @@ class ContextTransformerModel(TransformerModel):
         super().add_args(parser)
         if cls.config_class is not None:
             gen_parser_from_dataclass(parser, cls.config_class(), delete_default=True)
+        gen_parser_from_dataclass(parser, SentenceInitConfig(), delete_default=True)
+
+    def load_sentence_checkpoint(self, path: str) -> None:
+        """Stage 2 of the two-stage recipe: initialise from a sentence-level checkpoint
+        (:func:`fairseq_ctx.context.sentence_init.load_sentence_checkpoint`)."""
+        self.sentence_checkpoint_report = load_sentence_checkpoint(self, path)
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

@@ -52,11 +52,6 @@ class HierarchicalContextConfig(FairseqDataclass):
                   "sentences (document-window batches mix lengths; each chunk is padded to its own "
                   "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
     )
-    pretrained_sentence_checkpoint: Optional[str] = field(
-        default=None,
-        metadata={"help": "initialise from a sentence-level fairseq transformer checkpoint (two-stage "
-                  "recipe); context parameters stay freshly initialised; what was loaded is logged"},
-    )
 
 
 class HierarchicalContextEncoder(TransformerEncoderBase):
