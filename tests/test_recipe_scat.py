@@ -102,3 +102,17 @@ def test_recipe_names_missing_data_before_any_work(recipe, tmp_path):
     with pytest.raises(recipe.scat_data.RecipeInputError, match=r"highlighted\.train\.context\.en.*--scat-dir"):
         recipe.main(["--scat-dir", str(tmp_path), "--multi30k-dir", str(tmp_path), "--work", str(tmp_path / "w")])
     assert not (tmp_path / "w").exists()
+
+
+def test_recipe_names_misaligned_scat_files_before_training(recipe, tmp_path):
+    rng = random.Random(2)
+    for split in ("train", "valid"):
+        write_scat(tmp_path, split, 5, rng)
+    for name in ("train", "val"):
+        write_multi30k(tmp_path, name, 5, rng)
+    french = tmp_path / "highlighted.train.fr"
+    french.write_text("".join(french.read_text().splitlines(keepends=True)[:-1]))
+    with pytest.raises(ValueError, match=r"the SCAT train files must have one line per example, but .*"
+                                         r"highlighted\.train\.fr: 4 lines"):
+        recipe.main(["--scat-dir", str(tmp_path), "--multi30k-dir", str(tmp_path), "--work", str(tmp_path / "w")])
+    assert not (tmp_path / "w" / "models").exists()
