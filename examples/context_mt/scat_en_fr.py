@@ -221,15 +221,17 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser.add_argument("--models", nargs="+", choices=CONTEXT_ARCHS, default=CONTEXT_ARCHS,
                         help="context models to train (the sentence-level model is always trained)")
     parser.add_argument("--restart", action="store_true", help="delete --work first instead of resuming")
-    parser.add_argument("--sentence-updates", type=int, default=3000, help="stage-1 updates")
-    parser.add_argument("--context-updates", type=int, default=1000, help="stage-2 updates per context model")
+    parser.add_argument("--sentence-updates", type=int, default=500,
+                        help="stage-1 updates (about 2 epochs of Multi30k + SCAT at 4096 tokens)")
+    parser.add_argument("--context-updates", type=int, default=300,
+                        help="stage-2 updates per context model (about 1 epoch of SCAT with context)")
     parser.add_argument("--embed-dim", type=int, default=256, help="model dimension (thesis: 512)")
     parser.add_argument("--ffn-dim", type=int, default=1024, help="feed-forward dimension (thesis: 2048)")
     parser.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each (thesis: 6)")
     parser.add_argument("--heads", type=int, default=4, help="attention heads (thesis: 8)")
     parser.add_argument("--dropout", type=float, default=0.1, help="dropout (thesis: 0.1)")
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate of inverse_sqrt")
-    parser.add_argument("--warmup", type=int, default=400, help="warm-up updates (at most half of the budget)")
+    parser.add_argument("--warmup", type=int, default=200, help="warm-up updates (at most half of the budget)")
     parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch (context tokens included)")
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--beam", type=int, default=5, help="beam size for the BLEU translations")
