@@ -221,10 +221,10 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser.add_argument("--models", nargs="+", choices=CONTEXT_ARCHS, default=CONTEXT_ARCHS,
                         help="context models to train (the sentence-level model is always trained)")
     parser.add_argument("--restart", action="store_true", help="delete --work first instead of resuming")
-    parser.add_argument("--sentence-updates", type=int, default=500,
-                        help="stage-1 updates (about 2 epochs of Multi30k + SCAT at 4096 tokens)")
-    parser.add_argument("--context-updates", type=int, default=300,
-                        help="stage-2 updates per context model (about 1 epoch of SCAT with context)")
+    parser.add_argument("--sentence-updates", type=int, default=400,
+                        help="stage-1 updates (222 per epoch of Multi30k + SCAT sentences at 4096 tokens)")
+    parser.add_argument("--context-updates", type=int, default=400,
+                        help="stage-2 updates per context model (about one epoch of SCAT documents at 4096 tokens)")
     parser.add_argument("--embed-dim", type=int, default=256, help="model dimension (thesis: 512)")
     parser.add_argument("--ffn-dim", type=int, default=1024, help="feed-forward dimension (thesis: 2048)")
     parser.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each (thesis: 6)")

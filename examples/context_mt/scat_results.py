@@ -61,10 +61,21 @@ def table(rows: Sequence[Dict]) -> List[str]:
     return lines
 
 
+def observed(sentence: Dict, context_rows: Sequence[Dict]) -> str:
+    if not context_rows:
+        return "No context model has finished yet."
+    above = [r["model"] for r in context_rows if r["contrastive_accuracy"] > sentence["contrastive_accuracy"]]
+    level = f"the sentence-level model ({sentence['contrastive_accuracy']:.3f})"
+    if len(above) == len(context_rows):
+        return f"In this run every context model is above {level}."
+    if above:
+        return f"In this run {', '.join(above)} (of {len(context_rows)}) are above {level}."
+    return f"In this run no context model is above {level}."
+
+
 def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str], total_seconds: float) -> str:
     sentence = rows[0]
     context_rows = rows[1:]
-    above = [r["model"] for r in context_rows if r["contrastive_accuracy"] > sentence["contrastive_accuracy"]]
     lines = [
         "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns",
         "",
@@ -91,9 +102,7 @@ def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str]
         "- train / evaluate: wall time of fairseq-train / of generate + score + contrastive.",
         "",
         "Expected direction: context models above the sentence-level model on contrastive accuracy. "
-        + (f"In this run: {', '.join(above)} above the sentence-level model ({sentence['contrastive_accuracy']:.3f})."
-           if above else f"In this run no context model is above the sentence-level model "
-                         f"({sentence['contrastive_accuracy']:.3f})."),
+        + observed(sentence, context_rows),
         "",
         "![SCAT results](scat_en_fr.png)",
         "",
