@@ -18,7 +18,6 @@ the others). The tools run in this process, with the same arguments as on the co
 import argparse
 import json
 import logging
-import os
 import re
 import shlex
 import shutil
