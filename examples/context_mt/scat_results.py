@@ -121,6 +121,8 @@ def plot(rows: Sequence[Dict], destination: Path) -> None:
     for axis, (key, title) in zip(axes, (("contrastive_accuracy", "SCAT contrastive accuracy"), ("bleu", "BLEU"))):
         axis.bar([r["model"] for r in context_rows], [r[key] for r in context_rows], color="#4c72b0")
         axis.axhline(sentence[key], color="#999999", linestyle="--", label="sentence level")
+        if key == "contrastive_accuracy":
+            axis.axhline(0.5, color="#cc4444", linestyle=":", label="chance (2 candidates)")
         axis.set_title(title)
         axis.tick_params(axis="x", rotation=45)
         axis.legend(loc="lower right")
