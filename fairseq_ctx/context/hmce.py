@@ -1,24 +1,18 @@
 """Architectures ``hce`` and ``hmce``: Transformer with a hierarchical (memory) context encoder."""
-import logging
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, base_architecture
 from torch import Tensor
 
-from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
 from fairseq_ctx.context.baselines.base import ContextBatchNeeds, ContextTransformerModel
-from fairseq_ctx.context.embedding_rows import check_overlap, checkpoint_dictionaries, embedding_side, shared_rows
 from fairseq_ctx.context.modules.hierarchical_context_encoder import (
     HierarchicalContextConfig,
     HierarchicalContextEncoder,
 )
 from fairseq_ctx.core.model_options import with_transformer_options
 from fairseq_ctx.core.length_chunks import SinglePass, in_batch_order, length_chunks, trim_padding, widen
-
-logger = logging.getLogger(__name__)
-SENTENCE_TASKS = ("translation", "context_translation")
 
 
 @register_model("hierarchical_context_transformer", dataclass=with_transformer_options(HierarchicalContextConfig))
@@ -105,69 +99,6 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
             embed_tokens,
             memory_attention=args.memory_attention,
         )
-
-    def load_sentence_checkpoint(self, path: str, languages: Tuple[str, str]) -> None:
-        """Copy every tensor of a sentence-level checkpoint whose name exists here.
-
-        Embedding and output-projection rows are copied by symbol through the checkpoint's own
-        dictionaries (:mod:`fairseq_ctx.context.embedding_rows`): rows of symbols both
-        dictionaries have are copied, the rest (``<boc>``, words the checkpoint never saw) and
-        all context parameters keep their fresh initialisation; a dictionary sharing fewer than
-        half of this model's symbols is refused. What was (partially) loaded and what stayed new
-        is logged, with the row counts. A file that cannot be read, or a checkpoint whose shared
-        tensors have other shapes (another model size or family), is a :class:`CheckpointError`
-        naming the file and the fix. ``languages``: this model's (source, target) pair, the
-        checkpoint's when it recorded none.
-        """
-        purpose = "--pretrained-sentence-checkpoint"
-        checkpoint = read_checkpoint(path, purpose)
-        check_task(checkpoint, path, SENTENCE_TASKS, purpose)
-        state = checkpoint["model"]
-        own = self.state_dict()
-        old_dicts, old_files = checkpoint_dictionaries(checkpoint, path, purpose, languages)
-        new_dicts = {"source": self.encoder.dictionary, "target": self.decoder.dictionary}
-        embeddings = {name: side for name in state if name in own and (side := embedding_side(name))}
-        for name, side in embeddings.items():
-            check_overlap(side, new_dicts[side], old_dicts[side], state[name].size(0), old_files[side], path, purpose)
-        loaded, partial, mismatched, rows = [], [], [], {}
-        with torch.no_grad():
-            for name, value in state.items():
-                if name not in own:
-                    continue
-                target = own[name]
-                if name in embeddings and target.shape[1:] == value.shape[1:]:
-                    side = embeddings[name]
-                    new_index, old_index = shared_rows(new_dicts[side], old_dicts[side], value.size(0))
-                    target.index_copy_(0, new_index, value.index_select(0, old_index).to(target.dtype))
-                    rows[name] = (len(new_index), target.size(0), value.size(0))
-                    (loaded if len(new_index) == target.size(0) == value.size(0) else partial).append(name)
-                elif target.shape == value.shape:
-                    target.copy_(value)
-                    loaded.append(name)
-                else:
-                    mismatched.append(name)
-        if mismatched or not loaded:
-            raise CheckpointError(sentence_checkpoint_mismatch(path, purpose, state, own, mismatched))
-        fresh = sorted(set(own) - set(loaded) - set(partial))
-        logger.info(
-            "loaded %d tensors from sentence-level checkpoint %s; embedding rows copied by symbol (copied of "
-            "model rows, checkpoint rows): %s; %d tensors newly initialised: %s",
-            len(loaded) + len(partial), path, ", ".join(f"{n} {c} of {m} ({o})" for n, (c, m, o) in rows.items()),
-            len(fresh), fresh,
-        )
-        self.sentence_checkpoint_report = {"loaded": loaded, "partial": partial, "fresh": fresh, "rows": rows}
-
-
-def sentence_checkpoint_mismatch(path: str, purpose: str, state, own, mismatched) -> str:
-    if not mismatched:
-        return (f"{purpose}: {path} shares no tensor name with this model ({len(state)} tensors, e.g. "
-                f"{sorted(state)[:3]}); give the checkpoint of a sentence-level transformer (fairseq-train --arch "
-                f"transformer, or --task context_translation --context-size 0)")
-    shown = ", ".join(f"{name} {tuple(state[name].shape)} vs {tuple(own[name].shape)}" for name in mismatched[:3])
-    return (f"{purpose}: {path} does not fit this model: {len(mismatched)} tensors differ in shape "
-            f"(checkpoint vs model: {shown}); train the sentence-level model with the same sizes "
-            f"(--encoder-embed-dim, --encoder-ffn-embed-dim, --encoder-attention-heads, decoder likewise) or "
-            f"pass those sizes here")
 
 
 @register_model_architecture("hierarchical_context_transformer", "hce")

@@ -1,17 +1,18 @@
 """A fairseq Transformer whose encoder reads the shared context batch format."""
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
-from fairseq.dataclass import FairseqDataclass
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 from torch import Tensor
 
+from fairseq_ctx.context.sentence_init import SentenceInitConfig, load_sentence_checkpoint
 from fairseq_ctx.core.model_options import TransformerOptions
 
 
 @dataclass
-class ContextModelConfig(FairseqDataclass):
-    """A context baseline without options of its own beyond fairseq's Transformer (DAT, HAN)."""
+class ContextModelConfig(SentenceInitConfig):
+    """A context baseline without options of its own beyond fairseq's Transformer and the
+    two-stage initialisation (DAT, HAN)."""
 
 
 class ContextBatchNeeds(NamedTuple):
@@ -54,6 +55,11 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
         from fairseq_ctx.context import hub
 
         return hub.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+
+    def load_sentence_checkpoint(self, path: str, languages: Tuple[str, str]) -> None:
+        """Stage 2 of the two-stage recipe: initialise from a sentence-level checkpoint
+        (:func:`fairseq_ctx.context.sentence_init.load_sentence_checkpoint`)."""
+        self.sentence_checkpoint_report = load_sentence_checkpoint(self, path, languages)
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

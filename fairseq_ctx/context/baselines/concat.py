@@ -2,11 +2,11 @@
 from dataclasses import dataclass, field
 
 import torch
-from fairseq.dataclass import FairseqDataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from torch import nn
 
+from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
@@ -14,7 +14,7 @@ from fairseq_ctx.core.model_options import with_transformer_options
 
 
 @dataclass
-class ConcatContextConfig(FairseqDataclass):
+class ConcatContextConfig(SentenceInitConfig):
     """Options of TwC (Yun 2022, §3.2.1) beyond fairseq's Transformer."""
     max_context_sentences: int = field(
         default=10,

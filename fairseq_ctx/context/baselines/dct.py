@@ -2,13 +2,13 @@
 from dataclasses import dataclass, field
 from typing import Optional
 
-from fairseq.dataclass import FairseqDataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from fairseq.modules import LayerNorm
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import nn
 
+from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
@@ -18,7 +18,7 @@ from fairseq_ctx.core.model_options import with_transformer_options
 
 
 @dataclass
-class DctConfig(FairseqDataclass):
+class DctConfig(SentenceInitConfig):
     """Options of DCT (Yun 2022, eq. 3.9–3.10) beyond fairseq's Transformer."""
     context_encoder_layers: Optional[int] = field(
         default=None,

@@ -12,9 +12,9 @@ from fairseq.modules import (
     SinusoidalPositionalEmbedding,
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
-from fairseq.dataclass import FairseqDataclass
 from torch import Tensor, nn
 
+from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.attentive_pooling import AttentivePooling
 from fairseq_ctx.context.modules.document_vector import DocumentVector
 from fairseq_ctx.context.modules.empty_context import attendable, context_or_placeholder, placeholder_sentence, without_context
@@ -26,7 +26,7 @@ SourceRowPooling = Callable[[Tensor], Tensor]
 
 
 @dataclass
-class HierarchicalContextConfig(FairseqDataclass):
+class HierarchicalContextConfig(SentenceInitConfig):
     """Options of HCE/HMCE (Yun 2022, ch. 3) beyond fairseq's Transformer."""
     memory_attention: bool = field(
         default=False,
@@ -58,13 +58,6 @@ class HierarchicalContextConfig(FairseqDataclass):
         metadata={"help": "training only: run each batch as up to this many chunks of similar-length "
                   "sentences (document-window batches mix lengths; each chunk is padded to its own "
                   "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
-    )
-    pretrained_sentence_checkpoint: Optional[str] = field(
-        default=None,
-        metadata={"help": "initialise from a sentence-level fairseq transformer checkpoint (two-stage "
-                  "recipe); embedding rows are copied by symbol through the checkpoint's dictionaries (found "
-                  "next to it or in its data directory; refused when they share < 50% of this model's "
-                  "symbols); context parameters stay freshly initialised; what was loaded is logged"},
     )
 
 

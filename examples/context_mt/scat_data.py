@@ -1,0 +1,176 @@
+"""Data stages of the SCAT En→Fr recipe (Yun (2022) ch. 3 two-stage recipe on SCAT, Yin et al. (2021)).
+
+- Stage-1 corpus: Multi30k task 1 (Elliott et al., 2016), the raw cased ``{train,val}.{en,fr}.gz``,
+  plus the SCAT training sentences with their markers removed; plain sentence pairs.
+- Stage-2 corpus: every SCAT example is a two-line document ``[context line, sentence]`` (the
+  preceding sentences kept as one segment, exactly as ``fairseq-ctx-contrastive --format scat``
+  reads them), so ``--context-size 1`` gives each sentence its context line. An example whose
+  English or French context line is empty is a one-line document (no context).
+- One joint sentencepiece model (Kudo and Richardson, 2018) over all English and French training
+  text; its pieces are the fairseq dictionary shared by both corpora.
+
+Markers (``<p>…</p>``, ``<hon>…<hoff>``) are removed everywhere with the contrastive importer's
+own ``unmark``, so training and contrastive scoring see the same text.
+"""
+import gzip
+import os
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+from fairseq_ctx.context.contrastive.example import check_same_length, read_lines
+from fairseq_ctx.context.contrastive.scat import unmark
+
+SRC, TGT = "en", "fr"
+SCAT_SOURCE = "github.com/neulab/contextual-mt, data/scat/ (Yin et al., 2021)"
+MULTI30K_SOURCE = "github.com/multi30k/dataset, data/task1/raw/ (Elliott et al., 2016)"
+
+
+class RecipeInputError(ValueError):
+    """A data file of the recipe is missing or malformed."""
+
+
+def scat_paths(scat_dir: Path, split: str) -> Dict[str, Path]:
+    prefix = scat_dir / f"highlighted.{split}"
+    return {"context en": Path(f"{prefix}.context.{SRC}"), "sentence en": Path(f"{prefix}.{SRC}"),
+            "context fr": Path(f"{prefix}.context.{TGT}"), "sentence fr": Path(f"{prefix}.{TGT}")}
+
+
+def multi30k_paths(multi30k_dir: Path, split: str) -> Dict[str, Path]:
+    return {lang: multi30k_dir / f"{split}.{lang}.gz" for lang in (SRC, TGT)}
+
+
+def check_inputs(scat_dir: Path, multi30k_dir: Path) -> None:
+    """Stop before any work when a data file is missing, naming every missing file and its source."""
+    missing = [str(p) for split in ("train", "valid") for p in scat_paths(scat_dir, split).values()
+               if not p.is_file()]
+    if missing:
+        raise RecipeInputError("SCAT files missing: " + ", ".join(missing)
+                               + f"; get data/scat/ from {SCAT_SOURCE} and pass its directory with --scat-dir")
+    missing = [str(p) for split in ("train", "val") for p in multi30k_paths(multi30k_dir, split).values()
+               if not p.is_file()]
+    if missing:
+        raise RecipeInputError("Multi30k files missing: " + ", ".join(missing)
+                               + f"; get the raw {{train,val}}.{{en,fr}}.gz from {MULTI30K_SOURCE} and pass "
+                               f"their directory with --multi30k-dir")
+
+
+def read_scat(scat_dir: Path, split: str) -> List[Tuple[str, str, str, str]]:
+    """(context en, sentence en, context fr, sentence fr) per example, markers removed."""
+    paths = scat_paths(scat_dir, split)
+    columns = {str(path): read_lines(str(path)) for path in paths.values()}
+    check_same_length(columns, f"the SCAT {split} files")
+    examples = [tuple(unmark(text) for text in row) for row in zip(*columns.values())]
+    for number, (_, sentence_en, _, sentence_fr) in enumerate(examples, 1):
+        if not sentence_en or not sentence_fr:
+            raise RecipeInputError(f"{paths['sentence en']}:{number} / {paths['sentence fr']}:{number}: empty "
+                                   f"sentence; every SCAT example needs its English and French sentence")
+    return examples
+
+
+def read_multi30k(multi30k_dir: Path, split: str) -> List[Tuple[str, str]]:
+    paths = multi30k_paths(multi30k_dir, split)
+    columns = {}
+    for lang, path in paths.items():
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            columns[str(path)] = [" ".join(line.split()) for line in handle]
+    check_same_length(columns, f"the Multi30k {split} files")
+    pairs = list(zip(*columns.values()))
+    for number, (en, fr) in enumerate(pairs, 1):
+        if not en or not fr:
+            raise RecipeInputError(f"{paths[SRC]}:{number} / {paths[TGT]}:{number}: empty sentence")
+    return pairs
+
+
+def write_lines(path: Path, lines: Sequence[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+
+def write_scat_documents(examples: Sequence[Tuple[str, str, str, str]], prefix: Path) -> List[int]:
+    """``PREFIX.{en,fr}``: one document per example (blank line between documents); returns the
+    line number (0-based, blank lines not counted) of every example's sentence."""
+    lines: Dict[str, List[str]] = {SRC: [], TGT: []}
+    sentence_ids, count = [], 0
+    for context_en, sentence_en, context_fr, sentence_fr in examples:
+        document = [(context_en, context_fr)] if context_en and context_fr else []
+        document.append((sentence_en, sentence_fr))
+        for en, fr in document:
+            lines[SRC].append(en)
+            lines[TGT].append(fr)
+        lines[SRC].append("")
+        lines[TGT].append("")
+        count += len(document)
+        sentence_ids.append(count - 1)
+    for lang, text in lines.items():
+        write_lines(Path(f"{prefix}.{lang}"), text)
+    return sentence_ids
+
+
+def train_sentencepiece(inputs: Sequence[Path], prefix: Path, vocab_size: int) -> Path:
+    """Joint BPE model over ``inputs``; returns the ``.model`` file."""
+    import sentencepiece
+
+    sentencepiece.SentencePieceTrainer.train(
+        input=",".join(str(p) for p in inputs), model_prefix=str(prefix), vocab_size=vocab_size,
+        model_type="bpe", character_coverage=1.0, hard_vocab_limit=False, input_sentence_size=2000000,
+        shuffle_input_sentence=True, minloglevel=2)
+    return Path(f"{prefix}.model")
+
+
+def write_dictionary(model: Path, destination: Path) -> None:
+    """fairseq dictionary of every piece of the sentencepiece model (except its unk/bos/eos),
+    so that both corpora and the contrastive tool share one vocabulary."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(model))
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())
+              if not (processor.is_unknown(i) or processor.is_control(i))]
+    write_lines(destination, [f"{piece} 1" for piece in pieces])
+
+
+def encode_file(codec, source: Path, destination: Path) -> None:
+    lines = source.read_text(encoding="utf-8").splitlines()
+    encoded = [codec.encode(line) for line in lines]
+    for number, pieces in enumerate(encoded, 1):
+        if not pieces:
+            raise RecipeInputError(f"{source}:{number} is empty after sentencepiece")
+    write_lines(destination, encoded)
+
+
+def prepare_text(scat_dir: Path, multi30k_dir: Path, prep: Path) -> None:
+    """Plain text of both stages in ``prep``: ``sentence.{train,valid}.{en,fr}`` (stage 1),
+    ``scat_docs.{train,valid}.{en,fr}`` (documents for fairseq-ctx-prepare-docs),
+    ``scat.valid.sentence_ids`` and ``scat.valid.ref.fr`` (the sentences scored by BLEU)."""
+    scat = {split: read_scat(scat_dir, split) for split in ("train", "valid")}
+    multi30k = {split: read_multi30k(multi30k_dir, name) for split, name in (("train", "train"), ("valid", "val"))}
+    sentence_pairs = {"train": multi30k["train"] + [(e[1], e[3]) for e in scat["train"]], "valid": multi30k["valid"]}
+    for split, pairs in sentence_pairs.items():
+        for index, lang in enumerate((SRC, TGT)):
+            write_lines(prep / f"sentence.{split}.{lang}", [pair[index] for pair in pairs])
+    for split, examples in scat.items():
+        ids = write_scat_documents(examples, prep / f"scat_docs.{split}")
+        if split == "valid":
+            write_lines(prep / "scat.valid.sentence_ids", [str(i) for i in ids])
+            write_lines(prep / "scat.valid.ref.fr", [e[3] for e in examples])
+
+
+def spm_inputs(prep: Path) -> List[Path]:
+    return [prep / f"{name}.{lang}" for name in ("sentence.train", "scat.train") for lang in (SRC, TGT)]
+
+
+def encoded_prefixes() -> List[str]:
+    return ["sentence.train", "sentence.valid", "scat.train", "scat.valid"]
+
+
+def encode_all(model: Path, prep: Path, out: Path) -> None:
+    from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
+
+    codec = SentencePieceCodec(str(model))
+    for prefix in encoded_prefixes():
+        for lang in (SRC, TGT):
+            encode_file(codec, prep / f"{prefix}.{lang}", out / f"{prefix}.{lang}")
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Publish a completed stage directory (an interrupted stage is redone on the next run)."""
+    os.replace(tmp, final)

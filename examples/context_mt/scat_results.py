@@ -1,0 +1,143 @@
+"""Results of the SCAT En→Fr recipe: ``scat_en_fr.md`` (table + run facts), ``.json`` (the rows)
+and ``.png`` (contrastive accuracy and BLEU per context model, the sentence-level model as a
+reference line)."""
+import argparse
+import json
+import os
+import platform
+import shlex
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from fairseq_ctx.core.generate_output import read_generate_lines
+
+NOT_RUN = "hmce + target context"
+
+
+def sentence_hypotheses(generate_output: Path, sentence_ids: Path) -> List[str]:
+    """Detokenised hypotheses (``D-`` lines) of the SCAT sentences, in example order; the context
+    lines of the two-line documents are translated too but not scored."""
+    detokenised = read_generate_lines(str(generate_output))["D"]
+    ids = [int(line) for line in sentence_ids.read_text().split()]
+    missing = [i for i in ids if i not in detokenised]
+    if missing:
+        raise ValueError(f"{generate_output} has no D- line for {len(missing)} of the {len(ids)} SCAT sentences "
+                         f"(first: line {missing[0]}); generate the whole split with --required-batch-size-multiple 1")
+    return [detokenised[i] for i in ids]
+
+
+def machine() -> str:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (trained with --cpu)"
+    return f"{os.cpu_count()} CPU cores ({cpu}); GPU: {gpu}"
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def table(rows: Sequence[Dict]) -> List[str]:
+    lines = ["| model | context | updates | contrastive acc. (correct/total) | support context / current "
+             "| BLEU | chrF | params | train | evaluate |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        support = r.get("support", {})
+        by_support = " / ".join(f"{support[k]['accuracy']:.3f}" if k in support else "–" for k in ("context", "current"))
+        context = "none" if r["context_size"] == 0 else "1 segment (source)"
+        lines.append(f"| {r['model']} | {context} | {r['updates']} | {r['contrastive_accuracy']:.3f} "
+                     f"({r['contrastive_correct']}/{r['contrastive_total']}) | {by_support} | {r['bleu']:.2f} | "
+                     f"{r['chrf']:.2f} | {r['params'] / 1e6:.2f}M | {minutes(r['train_seconds'])} | "
+                     f"{minutes(r['eval_seconds'])} |")
+    lines.append(f"| {NOT_RUN} | previous source + target segment | not run | not run | not run | not run | "
+                 f"not run | – | – | – |")
+    return lines
+
+
+def observed(sentence: Dict, context_rows: Sequence[Dict]) -> str:
+    if not context_rows:
+        return "No context model has finished yet."
+    above = [r["model"] for r in context_rows if r["contrastive_accuracy"] > sentence["contrastive_accuracy"]]
+    level = f"the sentence-level model ({sentence['contrastive_accuracy']:.3f})"
+    if len(above) == len(context_rows):
+        return f"In this run every context model is above {level}."
+    if above:
+        return f"In this run {', '.join(above)} (of {len(context_rows)}) are above {level}."
+    return f"In this run no context model is above {level}."
+
+
+def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str], total_seconds: float) -> str:
+    sentence = rows[0]
+    context_rows = rows[1:]
+    lines = [
+        "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns",
+        "",
+        f"- Date: {time.strftime('%Y-%m-%d')}; machine: {machine()}",
+        f"- Command: `python examples/context_mt/scat_en_fr.py {shlex.join(argv)}`",
+        f"- Model: {args.embed_dim} dims, {args.layers}+{args.layers} layers, {args.heads} heads, FFN {args.ffn_dim}, "
+        f"shared embeddings, joint sentencepiece BPE {args.spm_vocab} (thesis size: 512 dims, 6+6 layers, 8 heads, "
+        f"FFN 2048)",
+        f"- Updates: stage 1 (sentence level, Multi30k + SCAT sentences) {args.sentence_updates}; stage 2 "
+        f"{args.context_updates} per context model (SCAT with its context line, initialised from stage 1); "
+        f"--max-tokens {args.max_tokens}, lr {args.lr}, seed {args.seed}",
+        f"- Wall time: total {minutes(total_seconds)} (data preparation, training and evaluation of the models "
+        f"of this run; models finished in an earlier run count with their own times below)",
+        "",
+        *table(rows),
+        "",
+        "- contrastive acc.: `fairseq-ctx-contrastive --format scat` on SCAT valid (correct translation vs the",
+        "  same with the marked pronoun's gender flipped; ties count as errors); the sentence-level model ignores",
+        "  the context. support: accuracy where the translators marked the deciding words in the context / in the",
+        "  current sentence;",
+        f"- BLEU, chrF: sacreBLEU (`fairseq-ctx-score`, detokenised, 13a) of beam-{args.beam} translations of the "
+        "SCAT valid sentences against their unmarked references;",
+        "- evaluated checkpoint: checkpoint_last.pt (fixed budget, no selection on the evaluation set);",
+        "- train / evaluate: wall time of fairseq-train / of generate + score + contrastive.",
+        "",
+        "Expected direction: context models above the sentence-level model on contrastive accuracy. "
+        + observed(sentence, context_rows),
+        "",
+        "![SCAT results](scat_en_fr.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot(rows: Sequence[Dict], destination: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sentence, context_rows = rows[0], rows[1:]
+    figure, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for axis, (key, title) in zip(axes, (("contrastive_accuracy", "SCAT contrastive accuracy"), ("bleu", "BLEU"))):
+        axis.bar([r["model"] for r in context_rows], [r[key] for r in context_rows], color="#4c72b0")
+        axis.axhline(sentence[key], color="#999999", linestyle="--", label="sentence level")
+        if key == "contrastive_accuracy":
+            axis.axhline(0.5, color="#cc4444", linestyle=":", label="chance (2 candidates)")
+        axis.set_title(title)
+        axis.tick_params(axis="x", rotation=45)
+        axis.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(destination, dpi=110)
+    plt.close(figure)
+
+
+def write(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str], out: Path,
+          total_seconds: float) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {"date": time.strftime("%Y-%m-%d"), "machine": machine(),
+               "command": f"python examples/context_mt/scat_en_fr.py {shlex.join(argv)}",
+               "total_seconds": round(total_seconds, 1), "rows": list(rows),
+               "not_run": [{"model": NOT_RUN, "reason": "target-side context is not read by the models yet"}]}
+    (out / "scat_en_fr.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
+    (out / "scat_en_fr.md").write_text(markdown(rows, args, argv, total_seconds), encoding="utf-8")
+    plot(rows, out / "scat_en_fr.png")
