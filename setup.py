@@ -38,6 +38,7 @@ setup(
     entry_points={
         "console_scripts": [
             "fairseq-ctx-user-dir=fairseq_ctx.cli.user_dir:main",
+            "fairseq-ctx-options=fairseq_ctx.cli.options:main",
             "fairseq-ctx-prepare-docs=fairseq_ctx.cli.prepare_docs:main",
             "fairseq-ctx-make-corpus=fairseq_ctx.cli.make_corpus:main",
             "fairseq-ctx-score=fairseq_ctx.cli.score:main",

@@ -23,7 +23,7 @@ class SentenceInitConfig(FairseqDataclass):
         default=None,
         metadata={"help": "initialise from a sentence-level fairseq transformer checkpoint (two-stage "
                   "recipe); embedding rows are copied by symbol through the checkpoint's dictionaries (found "
-                  "next to it or in its data directory; refused when they share < 50% of this model's "
+                  "next to it or in its data directory; refused when they share fewer than half of this model's "
                   "symbols); context parameters stay freshly initialised; what was loaded is logged"},
     )
 
