@@ -10,14 +10,14 @@ from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
 SPLITS = ("train", "valid", "test")
 
 
-def binarize_context_corpus(root: Path, sizes: CorpusSizes, seed: int = 1) -> Path:
-    """Write ``root/raw`` (documents), ``root/prep`` (aligned text + docids) and return
-    ``root/data-bin``."""
+def binarize_context_corpus(root: Path, sizes: CorpusSizes, seed: int = 1, setting: str = "standard") -> Path:
+    """Write ``root/raw`` (documents of the corpus ``setting``), ``root/prep`` (aligned text +
+    docids) and return ``root/data-bin``."""
     from fairseq import options
     from fairseq_cli import preprocess
 
     raw, prep, data_bin = root / "raw", root / "prep", root / "data-bin"
-    write_corpus(str(raw), sizes, seed=seed)
+    write_corpus(str(raw), sizes, seed=seed, setting=setting)
     for split in SPLITS:
         prepare(str(raw / f"{split}.en"), str(raw / f"{split}.de"), str(prep / split), "en", "de", "doc")
     preprocess.main(options.get_preprocessing_parser().parse_args([

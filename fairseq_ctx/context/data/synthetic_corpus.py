@@ -12,6 +12,14 @@ sentence) is 3 or 4 sentences back, and the sentences in between name distractor
 other genders as objects ("yesterday we saw the lamp ."), so a model has to find the most
 recent *subject*, not the nearest noun; it needs ``--context-size 4``.
 
+The ``target`` setting needs the previous *target* sentence: every pronoun episode names a
+source noun with two target synonyms of different genders (``SYNONYMS``: "car" → "wagen" (m)
+or "karre" (f)), the reference translation picks one of them at random, and the next
+sentence's pronoun agrees with the synonym that was picked: "the car waits ." → "die karre
+wartet ."; "it is quiet ." → "**sie** ist leise .". The source side cannot tell er from sie
+(a model reading only the source and its source context is at chance, 1/2); the previous
+target sentence can (``--target-context-size 1``).
+
 The source pronoun is always "it", so a sentence-level model can guess the target pronoun
 only at chance (three genders, balanced: 1/3). Every pronoun sentence is listed in the
 answer key (``{split}.ctxkey``: ``expected|alternative,alternative`` or an empty line).
@@ -45,7 +53,15 @@ PAST_VERBS = [("laughed", "lachten"), ("sang", "sangen"), ("waited", "warteten")
               ("danced", "tanzten")]
 SUBJECTS = [("we", "wir"), ("you", "ihr")]
 SAW = {"we": "sahen", "you": "saht"}
-SETTINGS = ("standard", "hard")
+# Source nouns with a masculine and a feminine target synonym (the ``target`` setting).
+SYNONYMS: List[Tuple[str, str, str]] = [
+    ("car", "wagen", "karre"), ("road", "weg", "strasse"), ("cup", "becher", "tasse"),
+    ("bag", "beutel", "tasche"), ("coat", "mantel", "jacke"), ("rock", "fels", "klippe"),
+    ("ship", "dampfer", "faehre"), ("shop", "laden", "boutique"), ("sofa", "diwan", "couch"),
+    ("pot", "topf", "kanne"), ("ball", "ball", "kugel"), ("building", "bau", "baute"),
+]
+SYNONYM_GENDERS = ("m", "f")
+SETTINGS = ("standard", "hard", "target")
 
 Sentence = Tuple[str, str, str]  # source, target, answer key
 
@@ -85,6 +101,20 @@ class DocumentGenerator:
             tgt = f"{NOMINATIVE[gender]} {tgt_noun} {verb_tgt} ."
         return (src, tgt, ""), gender
 
+    def synonym_intro(self) -> Tuple[str, Dict[str, str]]:
+        """A sentence about a noun of ``SYNONYMS``: its source and its translation with each
+        synonym, keyed by gender."""
+        src_noun, *targets = self.rng.choice(SYNONYMS)
+        adj_src, adj_tgt = self.rng.choice(ADJECTIVES)
+        verb_src, verb_tgt = self.rng.choice(VERBS)
+        with_adjective = self.rng.random() < 0.5
+        src = f"the {adj_src} {src_noun} {verb_src} ." if with_adjective else f"the {src_noun} {verb_src} ."
+        translations = {}
+        for gender, tgt_noun in zip(SYNONYM_GENDERS, targets):
+            words = [NOMINATIVE[gender], *([adj_tgt] if with_adjective else []), tgt_noun, verb_tgt, "."]
+            translations[gender] = " ".join(words)
+        return src, translations
+
     def pronoun(self, gender: str) -> Sentence:
         pron = PRONOUN[gender]
         key = pron + "|" + ",".join(p for g, p in PRONOUN.items() if g != gender)
@@ -116,6 +146,8 @@ class DocumentGenerator:
         return f"the {s1} sees the {s2} .", f"{NOMINATIVE[g1]} {t1} sieht {ACCUSATIVE[g2]} {t2} .", ""
 
     def episode(self) -> List[Sentence]:
+        if self.setting == "target":
+            return self.target_episode()
         kinds, weights = ["near", "far", "transitive", "filler"], [3, 2, 1, 1]
         if self.setting == "hard":
             kinds, weights = kinds + ["distant"], [1, 1, 1, 1, 4]
@@ -130,6 +162,18 @@ class DocumentGenerator:
         else:
             middle = [self.filler()] if kind == "far" else []
         return [intro, *middle, self.pronoun(gender)]
+
+    def target_episode(self) -> List[Sentence]:
+        """``target`` setting: a synonym noun translated with a synonym picked at random, then
+        the pronoun that agrees with it; or a context-free sentence."""
+        kind = self.rng.choices(["synonym", "transitive", "filler"], weights=[4, 1, 1])[0]
+        if kind == "transitive":
+            return [self.transitive()]
+        if kind == "filler":
+            return [self.filler()]
+        src, translations = self.synonym_intro()
+        gender = self.rng.choice(SYNONYM_GENDERS)
+        return [(src, translations[gender], ""), self.pronoun(gender)]
 
     def document(self) -> List[Sentence]:
         sentences: List[Sentence] = []
