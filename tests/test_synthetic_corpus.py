@@ -98,3 +98,13 @@ def test_target_anaphora_set_blocks_differ_only_in_the_previous_translation(tmp_
             gender = next(SYNONYM_GENDER[w] for w in previous[0].split() if w in SYNONYM_GENDER)
             assert example.correct.target.split()[0] == PRONOUN[gender]
         assert first.correct.target_context != second.correct.target_context
+
+
+def test_make_corpus_target_setting_writes_the_anaphora_set(tmp_path, capsys):
+    from fairseq_ctx.cli import make_corpus
+
+    make_corpus.main([str(tmp_path / "raw"), "--setting", "target", "--train-docs", "3", "--valid-docs", "1",
+                      "--test-docs", "1", "--contrastive-blocks", "7", "--seed", "2"])
+    assert "14 contrastive pairs written to" in capsys.readouterr().out
+    assert len(read_discevalmt(str(tmp_path / "raw" / "anaphora.json"))) == 14
+    assert (tmp_path / "raw" / "train.ctxkey").read_text().count("|") > 0
