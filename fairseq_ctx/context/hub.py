@@ -8,6 +8,8 @@ The model is only used through ``task.build_generator`` / ``task.inference_step`
 task's own context batching (:class:`ContextTranslationDataset`, through the task's
 :class:`~fairseq_ctx.context.data.context_examples.ExampleCollater`), so the API works for every
 architecture (transformer with ``--context-size 0``, hce, hmce, ctx_concat, dat, han, dct).
+A model trained with ``--target-context-size`` M > 0 reads its own translations of the previous
+M sentences of the document (Voita et al. (2019)).
 """
 import os
 from argparse import Namespace
@@ -30,7 +32,7 @@ class DocumentTranslator:
         self.models = models
         self.src_dict, self.tgt_dict = task.source_dictionary, task.target_dictionary
         self.context_size = int(getattr(task.cfg, "context_size", 0))
-        self.target_context_size = int(getattr(task.cfg, "target_context_size", 0))
+        self.target_context_size = task.cfg.target_context_size
         self.spm = SentencePieceCodec(spm_model) if spm_model else None
         self.generator = task.build_generator(
             models, Namespace(beam=beam, nbest=1, max_len_a=max_len_a, max_len_b=max_len_b, lenpen=lenpen)
