@@ -207,3 +207,50 @@ def test_contrastive_scoring_passes_each_candidates_previous_translation(transla
     assert sorted(received) == sorted(["er ist klein .", "sie ist klein ."] * 2)
     scores = [example["scores"] for example in result["examples"]]
     assert scores[0][0] != scores[0][1]  # same target, different previous translations
+
+
+def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
+    """Three documents (5, 1 and 3 sentences), M = 2, decoded in every split of the document order
+    into consecutive batches (rows shuffled): each sentence reads exactly the outputs of its
+    previous two sentences, nearest first, and nothing is kept afterwards."""
+    from fairseq_ctx.context.data.own_translations import OwnTranslations
+    from fairseq_ctx.context.data.target_context import target_context_sentence
+
+    boc, eos, pad, size = 3, 2, 1, 2
+    lengths = [5, 1, 3]
+    keys, previous, users, positions = [], [], [], []
+    for length in lengths:
+        start = len(keys)
+        for position in range(length):
+            keys.append(start + position)
+            previous.append([start + position - k for k in (1, 2) if position - k >= 0])
+            users.append(min(size, length - position - 1))
+            positions.append(position)
+    order = sorted(keys, key=lambda k: (positions[k], k))
+    generator = torch.Generator().manual_seed(0)
+    for cuts in ([], [3], [1, 4, 6], list(range(1, len(order)))):
+        store = OwnTranslations(lambda t: target_context_sentence(torch.tensor(t), boc, eos, 10), size, pad, True)
+        received = {}
+
+        def run(sample, prefix, constraints):
+            tokens, index = sample["net_input"]["target_context_tokens"], sample["net_input"]["target_context_index"]
+            out = []
+            for row, key in enumerate(sample["target_context_key"].tolist()):
+                received[key] = [tokens[u][tokens[u].ne(pad)].tolist() for u in index[row].tolist() if u >= 0]
+                out.append([{"tokens": torch.tensor([100 + key, eos])}])
+            return out
+
+        for batch in [order[a:b] for a, b in zip([0, *cuts], [*cuts, len(order)])]:
+            batch = [batch[i] for i in torch.randperm(len(batch), generator=generator).tolist()]
+            sample = {
+                "id": torch.tensor(batch),
+                "net_input": {"src_tokens": torch.tensor([[4 + k, eos] for k in batch]),
+                              "src_lengths": torch.full((len(batch),), 2)},
+                "target_context_key": torch.tensor(batch),
+                "target_context_ids": torch.tensor([previous[k] + [-1] * (size - len(previous[k])) for k in batch]),
+                "target_context_users": torch.tensor([users[k] for k in batch]),
+            }
+            hypos = store.generate(sample, run)
+            assert [h[0]["tokens"][0].item() for h in hypos] == [100 + k for k in batch]
+        assert received == {k: [[boc, 100 + p, eos] for p in previous[k]] for k in keys}
+        assert store.hypotheses == {} and store.users == {}
