@@ -146,3 +146,16 @@ def test_collater_takes_the_first_m_given_target_sentences_nearest_first(tiny_da
             for slot, u in enumerate(index[row].tolist())] == [True, True]
     assert index[1 - row].tolist() == [-1, -1] and tokens.size(0) == 2
     assert "target_context_key" not in batch  # given target context is kept at inference
+
+
+def test_document_order_counts_source_context_as_there_are_no_windows(tiny_data):
+    task, _, _ = build(tiny_data, "hmce", ["--context-size", "1"])  # windows + reuse: not counted
+    task.load_dataset("valid")
+    plain = task.datasets["valid"]
+    assert plain.num_tokens(1) == max(int(plain.pair.src_sizes[1]), int(plain.pair.tgt_sizes[1]))
+    task = tasks.setup_task(parse_cfg(tiny_data, "hmce", ["--context-size", "1", "--target-context-size", "1"]).task)
+    task.load_dataset("valid")
+    dataset = task.datasets["valid"]
+    dataset.count_context_tokens = False  # what hmce asks for under document windows
+    src, tgt = dataset.pair.src_sizes, dataset.pair.tgt_sizes
+    assert dataset.num_tokens(1) == max(int(src[1]) + int(src[0] + 1) + int(tgt[0] + 1), int(tgt[1]))

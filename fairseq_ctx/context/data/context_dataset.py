@@ -201,10 +201,11 @@ class ContextTranslationDataset(LanguagePairWrapper):
     def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
         """The tokens of every context sentence when ``count_context_tokens`` (the task turns
         that off for models that reuse in-batch source encodings under document-window
-        batching, where contexts cost almost nothing extra), plus the tokens of every target
-        context sentence (always counted)."""
+        batching, where contexts cost almost nothing extra; in ``document_order`` they are
+        counted, as there are no document windows), plus the tokens of every target context
+        sentence (always counted)."""
         extra = self.target_context_total_sizes[indices]
-        if self.count_context_tokens:
+        if self.count_context_tokens or self.document_order:
             return extra + self.context_total_sizes[indices]
         return extra
 
