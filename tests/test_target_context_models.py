@@ -277,8 +277,8 @@ def test_beam_search_over_a_batch_equals_one_sentence_at_a_time(tiny_data, arch)
     generator = task.build_generator([model], Namespace(beam=3, max_len_b=12, nbest=1))
     slots = [[i - 1, i - 2] for i in range(8)]
     sample = sample_with(task, list(range(8)), slots)
-    batched = task.inference_step(generator, [model], sample)
+    batched = generator.generate([model], sample)
     for position, example_id in enumerate(sample["id"].tolist()):
-        single = task.inference_step(generator, [model], sample_with(task, [example_id], [slots[example_id]]))
+        single = generator.generate([model], sample_with(task, [example_id], [slots[example_id]]))
         assert single[0][0]["tokens"].tolist() == batched[position][0]["tokens"].tolist()
         torch.testing.assert_close(single[0][0]["score"], batched[position][0]["score"], atol=1e-4, rtol=0)

@@ -52,14 +52,8 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
                 f"fairseq-ctx-translate-doc"
             )
         target_context_size = task_target_context_size(task)
-        if target_context_size > 0 and not cls.reads_target_context:
-            arch = getattr(args, "arch", None) or getattr(args, "_name", "?")
-            raise ValueError(
-                f"--arch {arch} cannot read target-side context (--target-context-size {target_context_size}): "
-                f"use hce, hmce or ctx_concat, or --target-context-size 0"
-            )
         model = super().build_model(args, task)
-        if target_context_size > 0:
+        if target_context_size > 0 and cls.reads_target_context:
             model.read_target_context(target_context_size)
         return model
 
