@@ -4,7 +4,9 @@ Input (a file or stdin): one sentence per line, a blank line between documents. 
 translation per input line, blank lines kept, so document boundaries are preserved. Each
 sentence is translated with the previous sentences of its document as context; sentences are
 batched across documents, the input is read as a stream (only the running context and one
-batch are held) and each batch is written as soon as it is translated.
+batch are held) and each batch is written as soon as it is translated. A model trained with
+--target-context-size M > 0 also reads its own translations of the previous M sentences: up to
+--batch-size documents are held and sentence i of all of them is translated in one batch.
 
 Example:
     fairseq-ctx-translate-doc checkpoints/hmce --spm spm.model --input talk.en > talk.de

@@ -8,6 +8,8 @@ The model is only used through ``task.build_generator`` / ``task.inference_step`
 task's own context batching (:class:`ContextTranslationDataset`, through the task's
 :class:`~fairseq_ctx.context.data.context_examples.ExampleCollater`), so the API works for every
 architecture (transformer with ``--context-size 0``, hce, hmce, ctx_concat, dat, han, dct).
+A model trained with ``--target-context-size`` M > 0 reads its own translations of the previous
+M sentences of the document (Voita et al. (2019)).
 """
 import os
 from argparse import Namespace
@@ -30,6 +32,7 @@ class DocumentTranslator:
         self.models = models
         self.src_dict, self.tgt_dict = task.source_dictionary, task.target_dictionary
         self.context_size = int(getattr(task.cfg, "context_size", 0))
+        self.target_context_size = task.cfg.target_context_size
         self.spm = SentencePieceCodec(spm_model) if spm_model else None
         self.generator = task.build_generator(
             models, Namespace(beam=beam, nbest=1, max_len_a=max_len_a, max_len_b=max_len_b, lenpen=lenpen)
@@ -88,7 +91,16 @@ class DocumentTranslator:
         """One output line per input line: a blank input line (document boundary) gives a blank
         output line and clears the running context. Sentences are batched ``batch_size`` at a
         time across documents (the context is source-side, so batching does not change the
-        result) and only the running context is kept: the input is never held whole."""
+        result) and only the running context is kept: the input is never held whole.
+
+        With target context (``--target-context-size`` M > 0) each sentence reads the model's own
+        translations of the previous M sentences of its document, so a document is translated
+        sentence after sentence: up to ``batch_size`` documents of the stream are held, sentence
+        i of all of them is translated in one batch, and the output is that of translating each
+        document on its own, one sentence at a time."""
+        if self.target_context_size > 0:
+            yield from self._translate_documents(lines, batch_size)
+            return
         running = RunningContext(self.collate.history_size)
         pending: List[Optional[int]] = []
         batch: List[Example] = []
@@ -108,6 +120,46 @@ class DocumentTranslator:
                 yield from self._flush(batch, pending)
                 batch, pending = [], []
         yield from self._flush(batch, pending)
+
+    def _translate_documents(self, lines: Iterable[str], batch_size: int) -> Iterator[str]:
+        """Groups of up to ``batch_size`` whole documents (blank lines kept in place), each group
+        translated by :meth:`translate_group`."""
+        group: List[List[torch.Tensor]] = []
+        layout: List[Optional[int]] = []  # per line: the document it belongs to, None for a blank line
+        for line in lines:
+            if not line.strip():
+                if layout and layout[-1] is not None and len(group) >= batch_size:
+                    yield from self._emit(group, layout)
+                    group, layout = [], []
+                layout.append(None)
+                continue
+            if not layout or layout[-1] is None:
+                group.append([])
+            group[-1].append(self.encode_source(line))
+            layout.append(len(group) - 1)
+        yield from self._emit(group, layout)
+
+    def _emit(self, group: List[List[torch.Tensor]], layout: List[Optional[int]]) -> Iterator[str]:
+        translations = [iter(document) for document in self.translate_group(group)]
+        for document in layout:
+            yield "" if document is None else self.decode(next(translations[document]))
+
+    def translate_group(self, documents: Sequence[Sequence[torch.Tensor]]) -> List[List[torch.Tensor]]:
+        """Translate encoded documents together: sentence i of every document in one batch, its
+        source context the previous sentences of its document and its target context the
+        translations of the previous ``target_context_size`` ones (nearest first)."""
+        history = self.collate.history_size
+        outputs: List[List[torch.Tensor]] = [[] for _ in documents]
+        for position in range(max((len(d) for d in documents), default=0)):
+            active = [number for number, document in enumerate(documents) if position < len(document)]
+            examples = [Example(
+                documents[n][position],
+                list(reversed(documents[n][max(0, position - history):position])) if history else [],
+                target_context=list(reversed(outputs[n][max(0, position - self.target_context_size):position])),
+            ) for n in active]
+            for number, hypothesis in zip(active, self.translate_examples(examples)):
+                outputs[number].append(hypothesis.cpu())
+        return outputs
 
     def _flush(self, batch: List[Example], pending: List[Optional[int]]) -> Iterator[str]:
         hypotheses = self.translate_examples(batch)

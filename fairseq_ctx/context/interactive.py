@@ -9,15 +9,22 @@ line starts a new document), gives each line its context when the buffer is read
 every collated batch and hands its context back in ``inference_step``, after checking that the
 sample is that batch. Any other caller of these task methods (fairseq's GeneratorHubInterface,
 a custom loop) gets :class:`ContextUnavailableError` instead of a translation without context.
+
+With ``--target-context-size`` M > 0 every line gets a key (counting across buffers) and the
+keys of the previous M lines of its document; the lines of a buffer are decoded in the order
+(position in the document, length) and ``task.inference_step`` reads the model's own
+translations of those lines as target context (:class:`OwnTranslations`), so the output is that
+of translating each document one sentence at a time.
 """
 from collections import deque
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from fairseq.data import LanguagePairDataset
 
 from fairseq_ctx.context.data.context_examples import Example, ExampleCollater, ExampleDataset, RunningContext
+from fairseq_ctx.context.data.own_translations import OwnTranslations
 
 CONTEXT_INTERFACES = (
     "translate raw text with fairseq_ctx.context.hub.load(CHECKPOINT) (or the model class's from_pretrained), "
@@ -39,6 +46,13 @@ class InteractiveDocuments:
         self.running = RunningContext(collate.history_size)
         self.pending: Optional[List[Optional[Example]]] = None
         self.batches: deque = deque()
+        self.target_context_size = collate.target_context_size
+        self.own_outputs: Optional[OwnTranslations] = (
+            collate.own_translations() if self.target_context_size > 0 else None)
+        self.next_key = 0
+        self.document: List[Tuple[int, int]] = []  # (key, position) of the current document's last M lines
+        self.position = 0
+        self.history: Dict[int, Tuple[int, List[int], int, int]] = {}  # buffer line -> key, previous, users, position
 
     def read_buffer(self, lines: Sequence[str], tokens: Sequence[torch.Tensor]) -> None:
         """Give every line of the buffer its context (``None`` marks a blank line)."""
@@ -47,6 +61,38 @@ class InteractiveDocuments:
             blank = not line.strip()
             context = self.running.next(None if blank else source)
             self.pending.append(None if blank else Example(source, context))
+        if self.own_outputs is not None:
+            self.history = self._target_history([example is None for example in self.pending])
+
+    def _target_history(self, blank: List[bool]) -> Dict[int, Tuple[int, List[int], int, int]]:
+        """Key, previous keys (nearest first), number of later readers and document position of
+        every line of the buffer. All earlier buffers are decoded: the hypotheses the current
+        document keeps get their exact remaining readers (or are forgotten) once it is known where
+        the document ends."""
+        size = self.target_context_size
+        ends = [number for number, is_blank in enumerate(blank) if is_blank]
+        continuing = ends[0] if ends else None
+        last = self.position - 1
+        for key, position in self.document:
+            left = position + size - last
+            readers = left if continuing is None else min(continuing, left)
+            if readers <= 0:
+                self.own_outputs.discard([key])
+            elif key in self.own_outputs.users:
+                self.own_outputs.users[key] = readers
+        history = {}
+        for number, is_blank in enumerate(blank):
+            if is_blank:
+                self.document, self.position = [], 0
+                continue
+            later_ends = [end for end in ends if end > number]
+            later = (later_ends[0] - number - 1) if later_ends else size
+            previous = [key for key, _ in reversed(self.document)]
+            history[number] = (self.next_key, previous, min(later, size), self.position)
+            self.document = (self.document + [(self.next_key, self.position)])[-size:]
+            self.next_key += 1
+            self.position += 1
+        return history
 
     def build_dataset(self, src_tokens: Sequence[torch.Tensor], src_lengths: Sequence[int],
                       constraints: Optional[torch.Tensor], task) -> ExampleDataset:
@@ -77,7 +123,21 @@ class InteractiveDocuments:
             left_pad_source=self.collate.left_pad_source, left_pad_target=self.collate.left_pad_target,
         )
         self.batches.clear()
-        return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.batches.append)
+        positions = [self.history[n][3] for n in kept] if self.own_outputs is not None else None
+        return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.remember, positions)
+
+    def remember(self, batch: Dict) -> None:
+        """Keep a collated batch for :meth:`restore_context`, with the keys of its lines and of their
+        previous lines when the model reads its own previous translations."""
+        if self.own_outputs is not None:
+            rows = [self.history[n] for n in batch["id"].tolist()]
+            size = self.target_context_size
+            batch["target_context_key"] = torch.tensor([key for key, _, _, _ in rows], dtype=torch.long)
+            batch["target_context_ids"] = torch.tensor(
+                [previous + [-1] * (size - len(previous)) for _, previous, _, _ in rows], dtype=torch.long
+            ).view(len(rows), size)
+            batch["target_context_users"] = torch.tensor([users for _, _, users, _ in rows], dtype=torch.long)
+        self.batches.append(batch)
 
     def restore_context(self, sample: Dict) -> Dict:
         """``sample`` (rebuilt by fairseq-interactive from a batch's ``src_tokens`` and
@@ -97,4 +157,6 @@ class InteractiveDocuments:
             )
         net_input = {name: value.to(src_tokens.device) for name, value in batch["net_input"].items()}
         net_input.update(sample["net_input"])
-        return {**sample, "net_input": net_input}
+        history = {name: batch[name] for name in ("target_context_key", "target_context_ids", "target_context_users")
+                   if name in batch}
+        return {**sample, **history, "net_input": net_input}

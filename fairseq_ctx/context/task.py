@@ -13,6 +13,7 @@ from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.context_examples import ExampleCollater
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
+from fairseq_ctx.context.data.own_translations import OwnTranslations
 from fairseq_ctx.context.interactive import InteractiveDocuments
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
@@ -50,7 +51,19 @@ class ContextTranslationConfig(TranslationConfig):
     context_begin_symbol: str = field(
         default="<boc>",
         metadata={"help": "beginning-of-context symbol prepended to every context sentence; "
-                  "added to the source dictionary (and the target one when they are joined)"},
+                  "added to the source dictionary (and the target one when they are joined "
+                  "or --target-context-size > 0)"},
+    )
+    target_context_size: int = field(
+        default=0,
+        metadata={"help": "number of previous target sentences of the same document given as "
+                  "target-side context (Voita et al. (2019); Müller et al. (2018); Bawden et al. "
+                  "(2018): pronoun gender and lexical cohesion depend on the previous translation). "
+                  "Training reads the reference translations; fairseq-generate, fairseq-interactive, "
+                  "the hub and fairseq-ctx-translate-doc read the model's own previous output; "
+                  "contrastive scoring reads the target context of the test set. Needs a model "
+                  "that reads target context (hce, hmce, ctx_concat) and {split}.docids, also "
+                  "with --context-size 0; 0 = none"},
     )
 
 
@@ -61,15 +74,27 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
 
     cfg: ContextTranslationConfig
     interactive: Optional[InteractiveDocuments] = None  # fairseq-interactive's document state, made on first use
+    own_outputs: Optional[OwnTranslations] = None  # fairseq-generate's previous hypotheses, made on first use
 
     def __init__(self, cfg: ContextTranslationConfig, src_dict, tgt_dict):
+        if cfg.target_context_size < 0:
+            raise ValueError(f"--target-context-size must be >= 0 (0 = no target context), got {cfg.target_context_size}")
         joined = src_dict == tgt_dict
         super().__init__(cfg, src_dict, tgt_dict)
         self.boc_index = src_dict.add_symbol(cfg.context_begin_symbol)
         self.count_context_tokens = True
         self.document_span = 0
-        if joined and tgt_dict is not src_dict:
-            tgt_dict.add_symbol(cfg.context_begin_symbol)
+        self.target_boc_index = -1
+        if tgt_dict is not src_dict and (joined or cfg.target_context_size > 0):
+            self.target_boc_index = tgt_dict.add_symbol(cfg.context_begin_symbol)
+        elif tgt_dict is src_dict:
+            self.target_boc_index = self.boc_index
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether batches carry context entries: source context (--context-size) or target
+        context (--target-context-size); either needs ``{split}.docids``."""
+        return self.cfg.context_size > 0 or self.cfg.target_context_size > 0
 
     @property
     def context_limit(self) -> int:
@@ -93,7 +118,7 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
             raise ValueError(f"--document-window must be >= 0, got {self.cfg.document_window}")
         if self.cfg.context_size < 0:
             raise ValueError(f"--context-size must be >= 0, got {self.cfg.context_size}")
-        if self.cfg.context_size == 0:
+        if not self.reads_documents:
             self.datasets[split] = LanguagePairWrapper(pair)
             return
         codes = read_docids(docids_path(data_path, split), split, len(pair))
@@ -105,6 +130,9 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
             max_context_tokens=self.context_limit,
             split=split,
             document_window=self.cfg.document_window,
+            target_context_size=self.cfg.target_context_size,
+            target_boc_index=self.target_boc_index,
+            document_order=self.cfg.target_context_size > 0 and split != self.cfg.train_subset,
         )
         self.configure_dataset(self.datasets[split])
 
@@ -125,6 +153,12 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
                 f"sentence-level model and cannot read context; train it with --context-size 0 "
                 f"(same data directory) or choose a context-aware arch such as hce or hmce"
             )
+        if self.cfg.target_context_size > 0 and not getattr(model, "reads_target_context", False):
+            raise ValueError(
+                f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} cannot "
+                f"read target-side context (--target-context-size {self.cfg.target_context_size}): use hce, hmce "
+                f"or ctx_concat, or --target-context-size 0"
+            )
         if isinstance(model, ContextTransformerModel):
             needs = model.configure_context(not self.cfg.no_context_cache, self.cfg.document_window)
             self.count_context_tokens, self.document_span = needs.count_context_tokens, needs.document_span
@@ -140,7 +174,14 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
         return ExampleCollater(
             self.source_dictionary, self.target_dictionary, self.cfg.context_size, self.boc_index,
             self.context_limit, self.cfg.left_pad_source, self.cfg.left_pad_target, self.document_span,
+            self.cfg.target_context_size, self.target_boc_index,
         )
+
+    def own_translations(self) -> OwnTranslations:
+        """The store of previous hypotheses that fairseq-generate's batches read as target context."""
+        if self.own_outputs is None:
+            self.own_outputs = self.example_collater().own_translations()
+        return self.own_outputs
 
     def interactive_documents(self) -> InteractiveDocuments:
         if self.interactive is None:
@@ -151,7 +192,7 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
         """fairseq-interactive: each buffer's lines continue the running document context; a
         blank line starts a new document."""
         tokens, lengths = super().get_interactive_tokens_and_lengths(lines, encode_fn)
-        if self.cfg.context_size > 0:
+        if self.reads_documents:
             self.interactive_documents().read_buffer(lines, tokens)
         return tokens, lengths
 
@@ -159,16 +200,31 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
         """The buffer read by :meth:`get_interactive_tokens_and_lengths`, blank lines left out,
         each sentence with its context; anything else raises :class:`ContextUnavailableError`
         (e.g. fairseq's GeneratorHubInterface, which has no notion of documents)."""
-        if self.cfg.context_size == 0:
+        if not self.reads_documents:
             return super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
         return self.interactive_documents().build_dataset(src_tokens, src_lengths, constraints, self)
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         """A batch without context entries is only accepted from fairseq-interactive (whose
-        sample keeps just ``src_tokens``/``src_lengths``; the context is put back)."""
-        if self.cfg.context_size > 0 and "context_index" not in sample["net_input"]:
+        sample keeps just ``src_tokens``/``src_lengths``; the context is put back). With
+        --target-context-size > 0, a batch of a binarized split or of fairseq-interactive reads
+        the model's own translations of the previous sentences as target context
+        (:class:`OwnTranslations`); batches collated from given examples (the hub, contrastive
+        scoring) keep the target context they were given."""
+        own = self.own_outputs
+        if self.reads_documents and "context_index" not in sample["net_input"]:
             sample = self.interactive_documents().restore_context(sample)
-        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
+            own = self.interactive.own_outputs
+        elif self.cfg.target_context_size > 0:
+            own = self.own_translations()
+
+        def run(part, prefix, constrained):
+            return super(ContextTranslationTask, self).inference_step(
+                generator, models, part, prefix_tokens=prefix, constraints=constrained)
+
+        if self.cfg.target_context_size > 0 and "target_context_key" in sample:
+            return own.generate(sample, run, prefix_tokens, constraints)
+        return run(sample, prefix_tokens, constraints)
 
 
 def _empty_split_message(data_path: str, split: str) -> str:

@@ -2,7 +2,8 @@
 
 Every candidate is scored by the model (sum of the natural-log probabilities of its tokens,
 ``</s>`` included; the mean with ``length_normalize``) given the example's source and source
-context. An example is correct when its correct candidate scores strictly highest (a tie is
+context and, for a model built with ``--target-context-size`` M > 0, the candidate's own
+previous target sentences as the set supplies them (the first M, nearest first). An example is correct when its correct candidate scores strictly highest (a tie is
 an error), the rule of Müller et al. (2018), Bawden et al. (2018) and Voita et al. (2019).
 """
 from collections import defaultdict
@@ -23,7 +24,8 @@ def score_candidates(translator, examples: Sequence[ContrastiveExample], batch_s
         source = translator.encode_source(example.source)
         context = [translator.encode_source(c) for c in example.source_context]
         for candidate in example.candidates:
-            flat.append(Example(source, context, translator.encode_target(candidate.target)))
+            target_context = [translator.encode_target(t) for t in candidate.target_context[:translator.target_context_size]]
+            flat.append(Example(source, context, translator.encode_target(candidate.target), target_context))
             owner.append(number)
     scores: List[List[float]] = [[] for _ in examples]
     starts = range(0, len(flat), batch_size)

@@ -7,6 +7,7 @@ import torch
 from fairseq.data import LanguagePairDataset, data_utils
 
 from fairseq_ctx.context.data.docids import document_positions
+from fairseq_ctx.context.data.target_context import collate_target_context, target_context_sentence
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 
 logger = logging.getLogger(__name__)
@@ -31,12 +32,25 @@ class ContextTranslationDataset(LanguagePairWrapper):
     batch also has ``net_input["document_index"]``: (B, M) rows of ``context_tokens`` holding
     the previous M sentences of each example's document (nearest first, -1 when absent).
 
+    With ``target_context_size`` M > 0 (``--target-context-size``) the batch also has the
+    previous M reference translations of each example's document as target context
+    (:mod:`~fairseq_ctx.context.data.target_context`: ``net_input["target_context_tokens"]``,
+    ``net_input["target_context_index"]``; teacher forcing, as Voita et al. (2019) train), and,
+    outside ``net_input``, what decoding with the model's own output needs
+    (:class:`~fairseq_ctx.context.data.own_translations.OwnTranslations`):
+    ``target_context_key`` (B,) = the example ids, ``target_context_ids`` (B, M) = the example
+    ids of those previous sentences (-1 when absent) and ``target_context_users`` (B,) = how
+    many later sentences of the document read this one as target context.
+
     Batch order (``document_window``): 0 orders sentences by length as fairseq's
     ``LanguagePairDataset`` does. W > 0 cuts every document into windows of W consecutive
     sentences, shuffles them (when the pair dataset shuffles) and sorts them by their longest
     sentence, so that batches hold runs of consecutive sentences of similar length: each
     sentence's context is then mostly part of the same batch, and at most N sentences before
-    each window need encoding on their own.
+    each window need encoding on their own. With ``document_order`` (the task sets it for M > 0
+    on every split but the training one) the split is ordered by (position in the document,
+    length): sentence i of every document comes before sentence i + 1, so fairseq-generate,
+    decoding with its own previous output, finds it translated in an earlier batch.
     """
 
     def __init__(
@@ -48,6 +62,9 @@ class ContextTranslationDataset(LanguagePairWrapper):
         max_context_tokens: int,
         split: str = "",
         document_window: int = 0,
+        target_context_size: int = 0,
+        target_boc_index: int = -1,
+        document_order: bool = False,
     ):
         super().__init__(pair)
         assert len(doc_codes) == len(pair), "docids were validated against the split"
@@ -57,6 +74,7 @@ class ContextTranslationDataset(LanguagePairWrapper):
         self.pad_index = pair.src_dict.pad()
         self.eos_index = pair.src_dict.eos()
         self.positions = document_positions(doc_codes)
+        self.later_in_document = _later_in_document(doc_codes, self.positions)
         self.num_context = np.minimum(self.positions, context_size)
         self.document_window = document_window
         self.count_context_tokens = True
@@ -66,7 +84,7 @@ class ContextTranslationDataset(LanguagePairWrapper):
         for offset in range(1, context_size + 1):
             has = self.num_context >= offset
             self.context_total_sizes[offset:] += np.where(has[offset:], context_len[:-offset], 0)
-        self.truncated_contexts = self._count_truncated(pair.src_sizes)
+        self.truncated_contexts = self._count_truncated(pair.src_sizes, self.context_size)
         if self.truncated_contexts:
             logger.warning(
                 "context_translation[%s]: %d context sentences are longer than "
@@ -75,12 +93,33 @@ class ContextTranslationDataset(LanguagePairWrapper):
                 self.truncated_contexts,
                 max_context_tokens,
             )
+        self.target_context_size = target_context_size
+        self.target_boc_index = target_boc_index
+        self.document_order = document_order
+        self.num_target_context = np.minimum(self.positions, target_context_size)
+        self.target_context_users = np.minimum(self.later_in_document, target_context_size)
+        self.target_context_total_sizes = np.zeros(len(pair), dtype=np.int64)
+        self.truncated_target_contexts = 0
+        if target_context_size > 0 and pair.tgt_sizes is not None:
+            target_len = np.minimum(pair.tgt_sizes + 1, max_context_tokens)
+            for offset in range(1, target_context_size + 1):
+                has = self.num_target_context >= offset
+                self.target_context_total_sizes[offset:] += np.where(has[offset:], target_len[:-offset], 0)
+            self.truncated_target_contexts = self._count_truncated(pair.tgt_sizes, target_context_size)
+            if self.truncated_target_contexts:
+                logger.warning(
+                    "context_translation[%s]: %d target context sentences are longer than "
+                    "--max-context-tokens=%d (with <boc>) and are truncated",
+                    split,
+                    self.truncated_target_contexts,
+                    max_context_tokens,
+                )
 
-    def _count_truncated(self, src_sizes: np.ndarray) -> int:
-        used_as_context = np.zeros(len(src_sizes), dtype=bool)
-        for offset in range(1, self.context_size + 1):
-            used_as_context[:-offset] |= self.num_context[offset:] >= offset
-        return int(((src_sizes + 1 > self.max_context_tokens) & used_as_context).sum())
+    def _count_truncated(self, sizes: np.ndarray, context_size: int) -> int:
+        """Sentences used as context (by a later sentence within ``context_size``) that are longer
+        than ``max_context_tokens`` with their ``<boc>``."""
+        used_as_context = (self.later_in_document > 0) & (context_size > 0)
+        return int(((sizes + 1 > self.max_context_tokens) & used_as_context).sum())
 
     def context_sentence(self, index: int) -> torch.Tensor:
         tokens = self.pair.src[index]
@@ -92,9 +131,21 @@ class ContextTranslationDataset(LanguagePairWrapper):
     def context_ids(self, index: int) -> List[int]:
         return [index - offset for offset in range(1, int(self.num_context[index]) + 1)]
 
+    def target_context_ids(self, index: int) -> List[int]:
+        """The previous target sentences of example ``index`` (example ids, nearest first)."""
+        return [index - offset for offset in range(1, int(self.num_target_context[index]) + 1)]
+
+    def target_context_of(self, index: int) -> torch.Tensor:
+        """The reference translation of example ``index`` as a target context sentence."""
+        tgt_dict = self.pair.tgt_dict
+        return target_context_sentence(self.pair.tgt[index], self.target_boc_index, tgt_dict.eos(),
+                                       self.max_context_tokens)
+
     def __getitem__(self, index: int) -> Dict:
         item = self.pair[index]
         item["context_ids"] = self.context_ids(index)
+        if self.target_context_size > 0:
+            item["target_context_ids"] = self.target_context_ids(index)
         return item
 
     def collater(self, samples: List[Dict], pad_to_length=None) -> Dict:
@@ -125,23 +176,61 @@ class ContextTranslationDataset(LanguagePairWrapper):
             tokens = torch.full((0, 1), self.pad_index, dtype=torch.long)
         batch["net_input"]["context_tokens"] = tokens
         batch["net_input"]["context_index"] = index
+        if self.target_context_size > 0:
+            self._add_target_context(batch, {s["id"]: s["target_context_ids"] for s in samples})
         return batch
+
+    def _add_target_context(self, batch: Dict, previous: Dict[int, List[int]]) -> None:
+        """The reference translations as target context, and the bookkeeping of decoding with the
+        model's own output (the example ids of each row's previous target sentences)."""
+        ids = batch["id"].tolist()
+        rows = [previous[i] for i in ids]
+        size, pad = self.target_context_size, self.pair.tgt_dict.pad()
+        if self.pair.tgt is not None:
+            tokens, index = collate_target_context(rows, self.target_context_of, size, pad)
+        else:
+            tokens, index = collate_target_context([[] for _ in rows], self.target_context_of, size, pad)
+        batch["net_input"]["target_context_tokens"] = tokens
+        batch["net_input"]["target_context_index"] = index
+        batch["target_context_key"] = batch["id"].clone()
+        batch["target_context_ids"] = torch.tensor(
+            [r + [-1] * (size - len(r)) for r in rows], dtype=torch.long).view(len(rows), size)
+        batch["target_context_users"] = torch.tensor(
+            [int(self.target_context_users[i]) for i in ids], dtype=torch.long)
 
     def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
         """The tokens of every context sentence when ``count_context_tokens`` (the task turns
         that off for models that reuse in-batch source encodings under document-window
-        batching, where contexts cost almost nothing extra)."""
-        if self.count_context_tokens:
-            return self.context_total_sizes[indices]
-        return super().extra_tokens(indices)
+        batching, where contexts cost almost nothing extra; in ``document_order`` they are
+        counted, as there are no document windows), plus the tokens of every target context
+        sentence (always counted)."""
+        extra = self.target_context_total_sizes[indices]
+        if self.count_context_tokens or self.document_order:
+            return extra + self.context_total_sizes[indices]
+        return extra
 
     def ordered_indices(self) -> np.ndarray:
+        if self.document_order:
+            return np.lexsort((self._lengths(), self.positions)).astype(np.int64)
         if self.document_window <= 0:
             return self.pair.ordered_indices()
         starts = np.flatnonzero((self.positions % self.document_window) == 0)
         ends = np.append(starts[1:], len(self))
         order = np.random.permutation(len(starts)) if self.pair.shuffle else np.arange(len(starts))
-        lengths = self.pair.src_sizes if self.pair.tgt_sizes is None else np.maximum(self.pair.src_sizes, self.pair.tgt_sizes)
-        longest = np.maximum.reduceat(lengths, starts)
+        longest = np.maximum.reduceat(self._lengths(), starts)
         order = order[np.argsort(longest[order], kind="mergesort")]
         return np.concatenate([np.arange(starts[w], ends[w]) for w in order]).astype(np.int64)
+
+    def _lengths(self) -> np.ndarray:
+        if self.pair.tgt_sizes is None:
+            return self.pair.src_sizes
+        return np.maximum(self.pair.src_sizes, self.pair.tgt_sizes)
+
+
+def _later_in_document(codes: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Number of sentences after each sentence in its document (codes are consecutive per document)."""
+    if len(codes) == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+    lengths = np.diff(np.append(starts, len(codes)))
+    return np.repeat(lengths, lengths) - positions - 1

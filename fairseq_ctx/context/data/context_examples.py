@@ -9,24 +9,31 @@ import torch
 from fairseq.data import Dictionary, LanguagePairDataset
 
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
+from fairseq_ctx.context.data.own_translations import OwnTranslations
+from fairseq_ctx.context.data.target_context import collate_target_context, target_context_sentence
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 
 
 @dataclass
 class Example:
     """One sentence to translate or score: source tokens, its context sentences (nearest
-    first, source side, without ``<boc>``) and optionally a target."""
+    first, source side, without ``<boc>``), optionally a target, and its previous target
+    sentences (nearest first, target dictionary, ending in ``</s>``, without ``<boc>``; read by
+    models built with ``--target-context-size`` M > 0, Voita et al. (2019))."""
 
     source: torch.Tensor
     context: List[torch.Tensor] = field(default_factory=list)
     target: Optional[torch.Tensor] = None
+    target_context: List[torch.Tensor] = field(default_factory=list)
 
 
 @dataclass
 class ExampleCollater:
     """Collates :class:`Example` lists with the task's own dataset classes, so a batch is
     exactly what :class:`ContextTranslationDataset` gives for the same sentences and context
-    (Yun 2022 §3: the previous ``context_size`` source sentences of the document)."""
+    (Yun 2022 §3: the previous ``context_size`` source sentences of the document); with
+    ``target_context_size`` M > 0 also the first M sentences of each ``Example.target_context``
+    (:mod:`~fairseq_ctx.context.data.target_context`; equal sentences stored once)."""
 
     src_dict: Dictionary
     tgt_dict: Dictionary
@@ -36,6 +43,13 @@ class ExampleCollater:
     left_pad_source: bool = True
     left_pad_target: bool = False
     document_span: int = 0
+    target_context_size: int = 0
+    target_boc_index: int = -1
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether batches carry context entries (source or target side)."""
+        return self.context_size > 0 or self.target_context_size > 0
 
     @property
     def history_size(self) -> int:
@@ -63,14 +77,29 @@ class ExampleCollater:
             left_pad_source=self.left_pad_source, left_pad_target=self.left_pad_target,
         )
         dataset = pair
-        if self.context_size > 0:
+        if self.reads_documents:
             dataset = ContextTranslationDataset(pair, np.array(codes), context_size=self.context_size,
                                                 boc_index=self.boc_index, max_context_tokens=self.max_context_tokens)
             dataset.document_span = self.document_span
         sample = dataset.collater([dataset[index] for index in wanted])
         position = {index: number for number, index in enumerate(wanted)}
         sample["id"] = torch.tensor([position[i] for i in sample["id"].tolist()])
+        if self.target_context_size > 0:
+            rows = [[tuple(t.tolist()) for t in examples[n].target_context] for n in sample["id"].tolist()]
+            sample["net_input"]["target_context_tokens"], sample["net_input"]["target_context_index"] = \
+                collate_target_context(rows, self.target_context_sentence, self.target_context_size,
+                                       self.tgt_dict.pad())
         return sample
+
+    def own_translations(self) -> OwnTranslations:
+        """An empty store of previous hypotheses collated as this collater's target context."""
+        return OwnTranslations(self.target_context_sentence, self.target_context_size, self.tgt_dict.pad(),
+                               self.left_pad_source)
+
+    def target_context_sentence(self, tokens: Sequence[int]) -> torch.Tensor:
+        """A previous target sentence (token ids ending in ``</s>``) as it is collated."""
+        return target_context_sentence(torch.tensor(tokens, dtype=torch.long), self.target_boc_index,
+                                       self.tgt_dict.eos(), self.max_context_tokens)
 
 
 class RunningContext:
@@ -96,17 +125,23 @@ class ExampleDataset(LanguagePairWrapper):
     """The non-blank lines of one fairseq-interactive buffer with their running context. Sizes,
     ordering and filtering are the source sentences' (``pair``); a batch is collated by
     ``collate`` from the examples, ``id`` = the line's number in the buffer (blank lines have
-    no example, so they get no output), and ``on_collate`` sees every batch."""
+    no example, so they get no output), and ``on_collate`` sees every batch. With ``positions``
+    (each line's position in its document) the lines are ordered by (position, length), so
+    that a line is decoded after the previous lines of its document (target context)."""
 
     def __init__(self, pair: LanguagePairDataset, examples: Sequence[Example], line_numbers: Sequence[int],
-                 collate: ExampleCollater, on_collate: Callable[[Dict], None]):
+                 collate: ExampleCollater, on_collate: Callable[[Dict], None],
+                 positions: Optional[Sequence[int]] = None):
         super().__init__(pair)
         self.examples = list(examples)
         self.line_numbers = list(line_numbers)
         self.collate = collate
         self.on_collate = on_collate
+        self.positions = None if positions is None else np.asarray(positions, dtype=np.int64)
+        limit = collate.max_context_tokens
         self.context_sizes = np.array(
-            [sum(min(len(c) + 1, collate.max_context_tokens) for c in e.context[: collate.history_size])
+            [sum(min(len(c) + 1, limit) for c in e.context[: collate.history_size])
+             + sum(min(len(t) + 1, limit) for t in e.target_context[: collate.target_context_size])
              for e in self.examples], dtype=np.int64)
 
     def __getitem__(self, index: int) -> Dict:
@@ -114,6 +149,11 @@ class ExampleDataset(LanguagePairWrapper):
 
     def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
         return self.context_sizes[indices]
+
+    def ordered_indices(self) -> np.ndarray:
+        if self.positions is None:
+            return super().ordered_indices()
+        return np.lexsort((self.pair.src_sizes, self.positions)).astype(np.int64)
 
     def collater(self, samples: List[Dict], pad_to_length=None) -> Dict:
         if not samples:

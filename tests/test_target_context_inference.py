@@ -1,0 +1,256 @@
+"""Every inference path with target context (--target-context-size M > 0) reads the model's own
+previous translations (the hub, fairseq-ctx-translate-doc, fairseq-interactive, fairseq-generate
+on a binarized split) or the target context a test set supplies (contrastive scoring).
+
+The model is a stand-in: a trained hmce checkpoint whose encoder records the target context it
+receives and adds the mean embedding of the nearest previous target sentence to its output, so
+that the translations depend on the target context."""
+import json
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import torch
+from fairseq.utils import strip_pad
+
+from conftest import USER_DIR, run_fairseq_cli
+from fairseq_ctx.context import hub
+from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
+from fairseq_ctx.context.contrastive.scoring import evaluate
+from fairseq_ctx.context.data.own_translations import MissingTargetContextError
+from fairseq_ctx.context.hmce import HierarchicalContextTransformer
+from fairseq_ctx.context.modules.hierarchical_context_encoder import HierarchicalContextEncoder
+from fairseq_ctx.core.tool_loading import load_models
+from test_inference_paths import train
+
+SIZE = 1
+
+
+@pytest.fixture(scope="module")
+def seen():
+    """Patches the hmce encoder into the stand-in; yields the list of (src_tokens,
+    target_context_tokens, target_context_index) of every encoder call."""
+    calls = []
+    original = HierarchicalContextEncoder.forward
+
+    def forward(self, src_tokens, src_lengths=None, context_tokens=None, context_index=None,
+                target_context_tokens=None, target_context_index=None, **rest):
+        out = original(self, src_tokens, src_lengths=src_lengths, context_tokens=context_tokens,
+                       context_index=context_index, **rest)
+        if target_context_index is None:
+            return out
+        calls.append((src_tokens.clone(), target_context_tokens.clone(), target_context_index.clone()))
+        x = out["encoder_out"][0]
+        bias = x.new_zeros(x.size(1), x.size(2))
+        if target_context_tokens.size(0):
+            mask = target_context_tokens.ne(self.padding_idx).unsqueeze(-1)
+            vectors = (self.embed_tokens(target_context_tokens) * mask).sum(1) / mask.sum(1)
+            slot = target_context_index[:, 0]
+            bias = torch.where(slot.ge(0).unsqueeze(-1), vectors[slot.clamp(min=0)], bias)
+        out["encoder_out"] = [x + 4 * bias.unsqueeze(0)]
+        return out
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(HierarchicalContextEncoder, "forward", forward)
+    patch.setattr(HierarchicalContextTransformer, "reads_target_context", True, raising=False)
+    yield calls
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_data, tmp_path_factory) -> Path:
+    """hmce trained without target context (the stand-in adds it at inference); the joined
+    dictionary already holds <boc>, so --target-context-size 1 loads the same weights."""
+    save_dir = train(tiny_data, tmp_path_factory.mktemp("tc_hmce"),
+                     ["--task", "context_translation", "--context-size", "1", "--arch", "hmce"], 20)
+    return save_dir / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_data, checkpoint, seen):
+    models, _, task = load_models(str(checkpoint), ["context_translation"], "test", data=str(tiny_data),
+                                  overrides={"target_context_size": SIZE})
+    return hub.DocumentTranslator(task, models, beam=2)
+
+
+@pytest.fixture(scope="module")
+def documents(tiny_data) -> List[List[str]]:
+    text = (tiny_data.parent / "raw" / "test.en").read_text(encoding="utf-8")
+    return [block.splitlines() for block in text.strip("\n").split("\n\n")]
+
+
+def one_sentence_at_a_time(translator, document: List[str]) -> List[str]:
+    """The definition: each sentence alone in its batch, its target context the translations
+    already produced for its document."""
+    outputs: List[torch.Tensor] = []
+    for position, line in enumerate(document):
+        source = translator.encode_source(line)
+        context = [translator.encode_source(s) for s in reversed(document[max(0, position - 1):position])]
+        example = hub.Example(source, context, target_context=list(reversed(outputs[-SIZE:])))
+        outputs.append(translator.translate_examples([example])[0])
+    return [translator.decode(tokens) for tokens in outputs]
+
+
+@pytest.fixture(scope="module")
+def reference(translator, documents) -> List[List[str]]:
+    return [one_sentence_at_a_time(translator, document) for document in documents]
+
+
+def lines_of(documents: List[List[str]]) -> List[str]:
+    return ["", *[line for document in documents for line in [*document, "", ""]]]
+
+
+def test_hub_batches_documents_and_equals_one_sentence_at_a_time(translator, documents, reference, seen):
+    lines = lines_of(documents)
+    expected = ["", *[line for document in reference for line in [*document, "", ""]]]
+    del seen[:]
+    assert list(translator.translate_stream(lines, batch_size=3)) == expected
+    assert max(src.size(0) for src, _, _ in seen) == 3  # sentence i of three documents per batch
+    assert list(translator.translate_stream(lines, batch_size=1)) == expected
+    assert [translator.translate_document(d, batch_size=2) for d in documents] == reference
+    without = hub.DocumentTranslator(translator.task, translator.models, beam=2)
+    without.target_context_size = 0
+    assert list(without.translate_stream(lines, batch_size=3)) != expected  # the target context matters
+
+
+def test_hub_feeds_each_sentence_its_own_previous_translation(translator, documents, seen):
+    del seen[:]
+    translations = translator.translate_document(documents[0])
+    tgt = translator.tgt_dict
+    received = []
+    for _, tokens, index in seen:
+        assert index.shape == (1, SIZE)
+        row = int(index[0, 0])
+        received.append(None if row < 0 else tgt.string(strip_pad(tokens[row][1:], tgt.pad())))
+    assert (tokens[:, 0] == tgt.index("<boc>")).all()
+    assert received == [None, *translations[:-1]]
+
+
+def generate_in_batches(task, translator, batches: List[List[int]]) -> Dict[int, str]:
+    dataset = task.datasets["test"]
+    out = {}
+    for ids in batches:
+        sample = dataset.collater([dataset[i] for i in ids])
+        for row, hypos in zip(sample["id"].tolist(), task.inference_step(translator.generator, translator.models, sample)):
+            out[row] = translator.decode(hypos[0]["tokens"])
+    return out
+
+
+def test_binarized_split_reads_own_output_in_any_batch_composition(translator, documents, reference, tiny_data):
+    task = translator.task
+    task.load_dataset("test")
+    dataset = task.datasets["test"]
+    expected = {number: line for number, line in enumerate(x for document in reference for x in document)}
+    order = dataset.ordered_indices().tolist()
+    assert generate_in_batches(task, translator, [order[i:i + 4] for i in range(0, len(order), 4)]) == expected
+    assert not task.own_translations().hypotheses  # everything read was dropped
+    whole = list(range(len(dataset)))[::-1]  # one batch: every sentence waits for its previous one
+    assert generate_in_batches(task, translator, [whole]) == expected
+    with pytest.raises(MissingTargetContextError, match=r"sentence 1 reads the translation of sentence 0 .*--num-shards"):
+        generate_in_batches(task, translator, [[1], [0]])
+    task.own_translations().discard(list(range(len(dataset))))
+
+
+def test_fairseq_generate_uses_own_output(translator, reference, tiny_data, checkpoint, tmp_path, seen):
+    from fairseq_cli import generate
+
+    run_fairseq_cli(generate.cli_main, [
+        str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "1",
+        "--target-context-size", str(SIZE), "--path", str(checkpoint), "--gen-subset", "test", "--beam", "2",
+        "--batch-size", "5", "--required-batch-size-multiple", "1", "--results-path", str(tmp_path), "--cpu",
+    ])
+    hypotheses = {}
+    for line in (tmp_path / "generate-test.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("H-"):
+            number, _, text = line.split("\t")
+            hypotheses[int(number[2:])] = text
+    assert hypotheses == dict(enumerate(x for document in reference for x in document))
+
+
+@pytest.mark.parametrize("buffer_size", [1, 3, 1000])
+def test_fairseq_interactive_uses_own_output(buffer_size, translator, documents, reference, tiny_data, checkpoint,
+                                             tmp_path, capsys, seen):
+    from fairseq_cli import interactive
+
+    path = tmp_path / "docs.en"
+    path.write_text("\n".join(lines_of(documents)) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    run_fairseq_cli(interactive.cli_main, [
+        str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "1",
+        "--target-context-size", str(SIZE), "--path", str(checkpoint), "--beam", "2",
+        "--buffer-size", str(buffer_size), "--batch-size", str(min(buffer_size, 4)), "--input", str(path), "--cpu",
+    ])
+    hypotheses = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("H-"):
+            number, _, text = line.split("\t")
+            hypotheses[int(number[2:])] = text
+    assert [hypotheses[n] for n in sorted(hypotheses)] == [x for document in reference for x in document]
+
+
+def test_contrastive_scoring_passes_each_candidates_previous_translation(translator, tmp_path, seen):
+    blocks = {"1": {"src": ["it is small .", "it is small ."], "trg": [
+        {"correct": ["er ist klein .", "er ist klein ."], "incorrect": ["sie ist klein .", "er ist klein ."],
+         "type": "m.sg"},
+        {"correct": ["sie ist klein .", "sie ist klein ."], "incorrect": ["er ist klein .", "sie ist klein ."],
+         "type": "f.sg"}]}}
+    path = tmp_path / "anaphora.json"
+    path.write_text(json.dumps(blocks), encoding="utf-8")
+    examples = read_discevalmt(str(path))
+    del seen[:]
+    result = evaluate(translator, examples, batch_size=8)
+    tgt = translator.tgt_dict
+    received = []
+    for _, tokens, index in seen:
+        for row in index[:, 0].tolist():
+            received.append(tgt.string(strip_pad(tokens[row][1:], tgt.pad())))
+    assert sorted(received) == sorted(["er ist klein .", "sie ist klein ."] * 2)
+    scores = [example["scores"] for example in result["examples"]]
+    assert scores[0][0] != scores[0][1]  # same target, different previous translations
+
+
+def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
+    """Three documents (5, 1 and 3 sentences), M = 2, decoded in every split of the document order
+    into consecutive batches (rows shuffled): each sentence reads exactly the outputs of its
+    previous two sentences, nearest first, and nothing is kept afterwards."""
+    from fairseq_ctx.context.data.own_translations import OwnTranslations
+    from fairseq_ctx.context.data.target_context import target_context_sentence
+
+    boc, eos, pad, size = 3, 2, 1, 2
+    lengths = [5, 1, 3]
+    keys, previous, users, positions = [], [], [], []
+    for length in lengths:
+        start = len(keys)
+        for position in range(length):
+            keys.append(start + position)
+            previous.append([start + position - k for k in (1, 2) if position - k >= 0])
+            users.append(min(size, length - position - 1))
+            positions.append(position)
+    order = sorted(keys, key=lambda k: (positions[k], k))
+    generator = torch.Generator().manual_seed(0)
+    for cuts in ([], [3], [1, 4, 6], list(range(1, len(order)))):
+        store = OwnTranslations(lambda t: target_context_sentence(torch.tensor(t), boc, eos, 10), size, pad, True)
+        received = {}
+
+        def run(sample, prefix, constraints):
+            tokens, index = sample["net_input"]["target_context_tokens"], sample["net_input"]["target_context_index"]
+            out = []
+            for row, key in enumerate(sample["target_context_key"].tolist()):
+                received[key] = [tokens[u][tokens[u].ne(pad)].tolist() for u in index[row].tolist() if u >= 0]
+                out.append([{"tokens": torch.tensor([100 + key, eos])}])
+            return out
+
+        for batch in [order[a:b] for a, b in zip([0, *cuts], [*cuts, len(order)])]:
+            batch = [batch[i] for i in torch.randperm(len(batch), generator=generator).tolist()]
+            sample = {
+                "id": torch.tensor(batch),
+                "net_input": {"src_tokens": torch.tensor([[4 + k, eos] for k in batch]),
+                              "src_lengths": torch.full((len(batch),), 2)},
+                "target_context_key": torch.tensor(batch),
+                "target_context_ids": torch.tensor([previous[k] + [-1] * (size - len(previous[k])) for k in batch]),
+                "target_context_users": torch.tensor([users[k] for k in batch]),
+            }
+            hypos = store.generate(sample, run)
+            assert [h[0]["tokens"][0].item() for h in hypos] == [100 + k for k in batch]
+        assert received == {k: [[boc, 100 + p, eos] for p in previous[k]] for k in keys}
+        assert store.hypotheses == {} and store.users == {}
