@@ -82,7 +82,7 @@ def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                              "layers; medium; base)")
     parser.add_argument("--translate-updates", type=int, default=300, help="training updates of those models")
     parser.add_argument("--translate-docs", type=int, default=400, help="training documents of the target corpus")
-    parser.add_argument("--test-docs", type=int, default=60, help="documents translated (timed)")
+    parser.add_argument("--test-docs", type=int, default=200, help="documents translated (timed)")
     parser.add_argument("--doc-batch-size", type=int, default=32, help="sentences per translation batch")
     parser.add_argument("--size", choices=sorted(SIZES), default="medium",
                         help="model size of the training-speed part (medium: 256 dims, FFN 1024, 4 heads, 3+3 "
