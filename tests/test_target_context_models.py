@@ -282,3 +282,9 @@ def test_beam_search_over_a_batch_equals_one_sentence_at_a_time(tiny_data, arch)
         single = task.inference_step(generator, [model], sample_with(task, [example_id], [slots[example_id]]))
         assert single[0][0]["tokens"].tolist() == batched[position][0]["tokens"].tolist()
         torch.testing.assert_close(single[0][0]["score"], batched[position][0]["score"], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("option", [["--checkpoint-activations"], ["--decoder-layerdrop", "0.1"]])
+def test_ctx_concat_with_target_context_refuses_options_that_break_the_prefix_cache(tiny_data, option):
+    with pytest.raises(ValueError, match="ctx_concat with --target-context-size > 0 cannot use"):
+        build_with_target_context(tiny_data, "ctx_concat", 2, option)
