@@ -288,3 +288,27 @@ def test_beam_search_over_a_batch_equals_one_sentence_at_a_time(tiny_data, arch)
 def test_ctx_concat_with_target_context_refuses_options_that_break_the_prefix_cache(tiny_data, option):
     with pytest.raises(ValueError, match="ctx_concat with --target-context-size > 0 cannot use"):
         build_with_target_context(tiny_data, "ctx_concat", 2, option)
+
+
+def test_hierarchical_target_context_needs_decoder_embeddings_of_the_encoder_size(tiny_data):
+    task, _, cfg = build(tiny_data, "hmce")
+    with open_dict(task.cfg):
+        task.cfg.target_context_size = 2
+    with open_dict(cfg.model):
+        cfg.model.share_all_embeddings = False
+        cfg.model.decoder_embed_dim = cfg.model.decoder_input_dim = cfg.model.decoder_output_dim = 16
+    with pytest.raises(ValueError, match=r"decoder's embeddings \(16\) to have the encoder's size \(32\): "
+                                         r"set --decoder-embed-dim 32"):
+        task.build_model(cfg.model)
+
+
+def test_a_prefix_longer_than_the_target_positions_is_a_clear_error(concat):
+    task, model, _ = concat
+    net_input = sample_with(task, INDICES, SLOTS)["net_input"]
+    limit = model.decoder.max_target_positions
+    model.decoder.max_target_positions = 4
+    try:
+        with pytest.raises(ValueError, match=r"target-context prefix has \d+ tokens, more than --max-target-positions 4"):
+            model(**net_input)
+    finally:
+        model.decoder.max_target_positions = limit
