@@ -222,9 +222,13 @@ def test_hierarchical_length_chunks_pass_the_target_context(tiny_data):
     assert not torch.allclose(model(**without)[0][real], single[real], atol=1e-4)
 
 
-@pytest.mark.parametrize("arch", READERS)
-def test_every_parameter_gets_a_finite_gradient(tiny_data, arch):
-    task, model, cfg = build_with_target_context(tiny_data, arch, 2, ["--decoder-layers", "2"])
+@pytest.mark.parametrize("arch,extra", [
+    *[(arch, []) for arch in READERS],
+    ("hmce", ["--separate-context-encoder", "--context-encoder-layers", "1"]),
+    ("hce", ["--document-vector", "--context-encoder-layers", "1"]),
+])
+def test_every_parameter_gets_a_finite_gradient(tiny_data, arch, extra):
+    task, model, cfg = build_with_target_context(tiny_data, arch, 2, ["--decoder-layers", "2", *extra])
     criterion = task.build_criterion(cfg.criterion)
     model.train()
     batches = [
