@@ -316,3 +316,12 @@ def test_a_prefix_longer_than_the_target_positions_is_a_clear_error(concat):
             model(**net_input)
     finally:
         model.decoder.max_target_positions = limit
+
+
+@pytest.mark.parametrize("arch", READERS)
+def test_a_batch_with_more_target_slots_than_the_model_reads_is_a_clear_error(tiny_data, arch):
+    task, model, _ = build_with_target_context(tiny_data, arch, 1)
+    net_input = sample_with(task, INDICES, SLOTS)["net_input"]
+    with pytest.raises(ValueError, match=r"gives 2 previous target sentences per example but the model was built "
+                                         r"with --target-context-size 1"):
+        model(**net_input)

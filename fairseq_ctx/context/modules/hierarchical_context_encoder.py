@@ -305,6 +305,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         """The target-side slots (M, B, C) and their mask (B, M) (:class:`TargetContext`);
         ``target_context_tokens`` (V, Lt) rows ``[<boc>] + sentence`` in the target dictionary,
         ``target_context_index`` (B, M), -1 = empty slot; missing = every slot empty."""
+        self.target_context.check_slots(target_context_index)
         tokens, index = context_or_placeholder(src_tokens, target_context_tokens, target_context_index,
                                                self.dictionary.eos())
         slots, empty = self.sentence_slots(src_tokens, tokens, index, self.target_context.cache,
