@@ -325,3 +325,27 @@ def test_a_batch_with_more_target_slots_than_the_model_reads_is_a_clear_error(ti
     with pytest.raises(ValueError, match=r"gives 2 previous target sentences per example but the model was built "
                                          r"with --target-context-size 1"):
         model(**net_input)
+
+
+def test_hierarchical_target_context_reads_the_decoder_embeddings_when_they_are_not_shared(tiny_data):
+    task, _, cfg = build(tiny_data, "hmce", NO_DROPOUT)
+    with open_dict(task.cfg):
+        task.cfg.target_context_size = 2
+    with open_dict(cfg.model):
+        cfg.model.share_all_embeddings = False
+    model = task.build_model(cfg.model).eval()
+    task.load_dataset("train")
+    encoder = model.encoder
+    assert encoder.target_context.embed_tokens is model.decoder.embed_tokens
+    assert encoder.embed_tokens is not model.decoder.embed_tokens
+    assert [name for name in model.state_dict() if "embed_tokens" in name] == [
+        "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]
+    net_input = sample_with(task, INDICES, SLOTS)["net_input"]
+    encoder.clear_context_caches()
+    with torch.no_grad():
+        encoder_states(model, net_input)
+        key, target_vector = next(iter(encoder.target_context.cache.vectors.items()))
+        source_vector = encoder.encode_context_sentences(torch.tensor([key]))[0]
+        reread = encoder.encode_context_sentences(torch.tensor([key]), model.decoder.embed_tokens)[0]
+    assert not torch.allclose(target_vector, source_vector, atol=1e-3)
+    torch.testing.assert_close(target_vector, reread, atol=1e-5, rtol=0)
