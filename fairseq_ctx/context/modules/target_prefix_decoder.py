@@ -11,9 +11,9 @@ IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
 
 class TargetPrefixDecoder(TransformerDecoderBase):
-    """TwC with target-side context (Yun 2022, §3.2.1; the "2-to-2" concatenation of Tiedemann &
-    Scherrer (2017), whose target side is read as a prefix as in Bawden et al. (2018)): the decoder
-    reads ``[<boc>] t_{-M} .. [<boc>] t_{-1}`` (oldest first, the encoder's
+    """TwC (Yun 2022, §3.2.1) with target-side context: the target half of the concatenation
+    of Tiedemann & Scherrer (2017), here a forced prefix that is not predicted. The decoder reads
+    ``[<boc>] t_{-M} .. [<boc>] t_{-1}`` (oldest first, the encoder's
     ``encoder_out["target_prefix"]``, (B, P) right-padded) before the current sentence.
 
     The prefix is run through the decoder layers first, filling their self-attention caches
@@ -32,7 +32,16 @@ class TargetPrefixDecoder(TransformerDecoderBase):
         self.target_context_segment: Optional[nn.Parameter] = None
 
     def read_target_context(self) -> None:
-        """Add the target-context segment vector (called when --target-context-size > 0)."""
+        """Add the target-context segment vector (called when --target-context-size > 0). The
+        prefix pass and the sentence pass must see the same layers with one cache, which
+        activation checkpointing (re-running a layer in the backward pass) and LayerDrop
+        (dropping a layer in one pass only) would break: both are refused."""
+        if self.cfg.checkpoint_activations or self.cfg.decoder.layerdrop > 0:
+            raise ValueError(
+                "ctx_concat with --target-context-size > 0 cannot use --checkpoint-activations or "
+                "--decoder-layerdrop (the target prefix is cached once per layer); drop those options "
+                "or use --target-context-size 0"
+            )
         self.target_context_segment = nn.Parameter(torch.empty(self.embed_dim))
         nn.init.normal_(self.target_context_segment, mean=0.0, std=self.embed_dim ** -0.5)
 
