@@ -254,3 +254,41 @@ def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
             assert [h[0]["tokens"][0].item() for h in hypos] == [100 + k for k in batch]
         assert received == {k: [[boc, 100 + p, eos] for p in previous[k]] for k in keys}
         assert store.hypotheses == {} and store.users == {}
+
+
+def test_interactive_keeps_previous_lines_across_buffers_and_forgets_ended_documents(tiny_data):
+    """M = 2, documents across buffers of three lines: every line reads the outputs of its
+    previous two lines of the document, and a document's outputs are dropped once it ended."""
+    from fairseq import tasks
+
+    from conftest import parse_cfg
+    from fairseq_ctx.context.interactive import InteractiveDocuments
+
+    task = tasks.setup_task(parse_cfg(tiny_data, "hmce", ["--target-context-size", "2"]).task)
+    documents = InteractiveDocuments(task.example_collater())
+    lines = ["a", "b", "c", "d", "", "e", "f", "", "", "g", "h", "i", "j", ""]
+    words = ["it is small .", "it is big .", "the dog falls .", "it moves ."]
+    received = {}
+    pad = task.tgt_dict.pad()
+
+    def run(sample, prefix, constraints):
+        tokens, index = sample["net_input"]["target_context_tokens"], sample["net_input"]["target_context_index"]
+        out = []
+        for row, key in enumerate(sample["target_context_key"].tolist()):
+            received[key] = [tokens[u][tokens[u].ne(pad)][1].item() for u in index[row].tolist() if u >= 0]
+            out.append([{"tokens": torch.tensor([10 + key, task.tgt_dict.eos()])}])
+        return out
+
+    for start in range(0, len(lines), 3):
+        buffer = lines[start:start + 3]
+        tokens = [task.src_dict.encode_line(words[n % 4] if line else "", add_if_not_exist=False).long()
+                  for n, line in enumerate(buffer)]
+        documents.read_buffer(buffer, tokens)
+        dataset = documents.build_dataset(tokens, [len(t) for t in tokens], None, task)
+        for batch in dataset.batch_by_size(dataset.ordered_indices(), max_sentences=2):
+            dataset.collater([dataset[i] for i in batch])  # kept by the document state, as fairseq-interactive's
+            documents.own_outputs.generate(documents.batches.popleft(), run)
+    # keys: a..d = 0..3, e, f = 4, 5, g..j = 6..9
+    assert received == {0: [], 1: [10], 2: [11, 10], 3: [12, 11], 4: [], 5: [14],
+                        6: [], 7: [16], 8: [17, 16], 9: [18, 17]}
+    assert documents.own_outputs.hypotheses == {}
