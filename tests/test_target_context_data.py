@@ -82,7 +82,7 @@ def test_target_dictionary_gets_boc_only_with_target_context():
 def test_negative_size_and_a_model_that_cannot_read_it_are_refused(tiny_data):
     with pytest.raises(ValueError, match="--target-context-size must be >= 0"):
         tasks.setup_task(parse_cfg(tiny_data, "hmce", ["--target-context-size", "-1"]).task)
-    with pytest.raises(ValueError, match=r"--arch dat does not read target-side context.*--target-context-size 0"):
+    with pytest.raises(ValueError, match=r"--arch dat cannot read target-side context.*--target-context-size 0"):
         build(tiny_data, "dat", ["--target-context-size", "1"])
 
 

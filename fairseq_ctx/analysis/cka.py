@@ -92,6 +92,13 @@ def _hsic_unbiased_gram(k: Tensor, l: Tensor) -> Tensor:
     return (trace_kl + term2 - term3) / (n * (n - 3))
 
 
+def _paired_inputs(x: Tensor, y: Tensor, kernel: str, dtype: Optional[torch.dtype]) -> Tuple[Tensor, Tensor]:
+    """The checked pair, both in the compute dtype (module docstring: float32 unless float64)."""
+    _check_pair(x, y, kernel)
+    compute = _compute_dtype(dtype, x, y)
+    return x.to(compute), y.to(compute)
+
+
 def _use_feature_space(x: Tensor, y: Tensor, kernel: str, unbiased: bool) -> bool:
     return kernel == "linear" and not unbiased and max(x.size(1), y.size(1)) < x.size(0)
 
@@ -106,9 +113,7 @@ def hsic(
     rbf_sigma: Optional[float] = None,
 ) -> Tensor:
     """HSIC(K, L) between paired rows of x (n, d1) and y (n, d2) (eq. 4.4 / Song et al. 2012)."""
-    _check_pair(x, y, kernel)
-    compute = _compute_dtype(dtype, x, y)
-    x, y = x.to(compute), y.to(compute)
+    x, y = _paired_inputs(x, y, kernel, dtype)
     if _use_feature_space(x, y, kernel, unbiased):
         xc, yc = x - x.mean(dim=0), y - y.mean(dim=0)
         return (yc.t() @ xc).pow(2).sum() / (x.size(0) - 1) ** 2
@@ -126,12 +131,10 @@ def cka(
     rbf_sigma: Optional[float] = None,
 ) -> Tensor:
     """CKA = HSIC(K, L) / sqrt(HSIC(K, K) · HSIC(L, L)) (eq. 4.5 / 5.3); 0 when a side is constant."""
-    _check_pair(x, y, kernel)
-    compute = _compute_dtype(dtype, x, y)
-    x, y = x.to(compute), y.to(compute)
+    x, y = _paired_inputs(x, y, kernel, dtype)
     if _rows_all_equal(x) or _rows_all_equal(y):
         return (x.sum() + y.sum()) * 0.0
-    tiny = torch.finfo(compute).tiny
+    tiny = torch.finfo(x.dtype).tiny
     if _use_feature_space(x, y, kernel, unbiased):
         xc, yc = x - x.mean(dim=0), y - y.mean(dim=0)
         cross = (yc.t() @ xc).pow(2).sum()

@@ -24,6 +24,7 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
     """
 
     options = HierarchicalContextConfig
+    reads_target_context = True
 
     def __init__(self, args, encoder, decoder):
         super().__init__(args, encoder, decoder)
@@ -37,6 +38,10 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
         document_vector = self.encoder.document_vector
         return ContextBatchNeeds(count_context_tokens=not reused,
                                  document_span=document_vector.span if document_vector is not None else 0)
+
+    def read_target_context(self, size: int) -> None:
+        """The previous ``size`` target sentences as context slots over the decoder's embeddings."""
+        self.encoder.read_target_context(size, self.decoder.embed_tokens)
 
     def use_single_pass(self) -> None:
         """Turn length chunks off (:class:`SinglePass`)."""

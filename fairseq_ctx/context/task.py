@@ -155,10 +155,9 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
             )
         if self.cfg.target_context_size > 0 and not getattr(model, "reads_target_context", False):
             raise ValueError(
-                f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} does not "
-                f"read target-side context, but --target-context-size is {self.cfg.target_context_size}; use "
-                f"--target-context-size 0 with this arch, or an arch that reads the previous target sentences "
-                f"(hce, hmce, ctx_concat)"
+                f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} cannot "
+                f"read target-side context (--target-context-size {self.cfg.target_context_size}): use hce, hmce "
+                f"or ctx_concat, or --target-context-size 0"
             )
         if isinstance(model, ContextTransformerModel):
             needs = model.configure_context(not self.cfg.no_context_cache, self.cfg.document_window)

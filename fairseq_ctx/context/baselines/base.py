@@ -15,6 +15,11 @@ class ContextModelConfig(SentenceInitConfig):
     two-stage initialisation (DAT, HAN)."""
 
 
+def task_target_context_size(task) -> int:
+    """The task's ``--target-context-size`` (0 for task configs that predate the option)."""
+    return int(getattr(task.cfg, "target_context_size", 0))
+
+
 class ContextBatchNeeds(NamedTuple):
     """What a context model needs from the batches of the context_translation task."""
     count_context_tokens: bool = True  # count context tokens in the batch size (off when they are sources too)
@@ -32,6 +37,7 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
 
     encoder_class = None
     options = ContextModelConfig
+    reads_target_context: bool = False  # whether the arch reads --target-context-size > 0 (hce, hmce, ctx_concat)
 
     @classmethod
     def build_model(cls, args, task):
@@ -45,7 +51,17 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
                 f"(data directory with {{split}}.docids) or, for raw text, fairseq_ctx.context.hub / "
                 f"fairseq-ctx-translate-doc"
             )
-        return super().build_model(args, task)
+        target_context_size = task_target_context_size(task)
+        model = super().build_model(args, task)
+        if target_context_size > 0 and cls.reads_target_context:
+            model.read_target_context(target_context_size)
+        return model
+
+    def read_target_context(self, size: int) -> None:
+        """Give the model what it needs to read the previous ``size`` target sentences
+        (``net_input["target_context_tokens"]`` / ``["target_context_index"]``); only called
+        on archs with ``reads_target_context``, which override it."""
+        raise NotImplementedError(f"{type(self).__name__} does not read target-side context")
 
     @classmethod
     def from_pretrained(cls, model_name_or_path: str, checkpoint_file: str = "checkpoint_best.pt",
@@ -83,7 +99,8 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
         **context_inputs: Optional[Tensor],
     ):
         """``context_inputs``: the context entries of the batch's ``net_input``
-        (``context_tokens``, ``context_index``, and what a given encoder also reads)."""
+        (``context_tokens``, ``context_index``, ``target_context_tokens``/``target_context_index``
+        with --target-context-size > 0, and what a given encoder also reads)."""
         encoder_out = self.encoder(
             src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **context_inputs
         )

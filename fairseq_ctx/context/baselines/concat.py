@@ -1,15 +1,18 @@
 """Architecture ``ctx_concat`` (TwC): source and context sentences as one encoder input."""
 from dataclasses import dataclass, field
+from typing import Dict, List, Optional
 
 import torch
 from fairseq.models import register_model, register_model_architecture
-from fairseq.models.transformer import base_architecture
-from torch import nn
+from fairseq.models.transformer import TransformerConfig, base_architecture
+from torch import Tensor, nn
 
 from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
+from fairseq_ctx.context.modules.empty_context import context_or_placeholder
+from fairseq_ctx.context.modules.target_prefix_decoder import TargetPrefixDecoder
 from fairseq_ctx.core.model_options import with_transformer_options
 
 
@@ -29,13 +32,54 @@ class ConcatContextEncoder(ContextEncoderBase):
     separator symbol) — with fairseq's positions running over the whole concatenation plus a
     learned segment embedding (0 = source, i+1 = context slot i). The decoder attends the whole
     concatenation; self-attention costs O((Ls + N·Lc)²). A sentence without context is encoded
-    as the source alone. ``token_embeddings`` is not supported (the input is re-tokenised)."""
+    as the source alone. ``token_embeddings`` is not supported (the input is re-tokenised).
+
+    With --target-context-size M > 0 the encoder also hands the decoder its target prefix
+    ``encoder_out["target_prefix"]``: the previous target sentences of each example, oldest
+    first, ``[<boc>] t_{-M} .. [<boc>] t_{-1}`` (B, P) right-padded (:class:`TargetPrefixDecoder`)."""
 
     def __init__(self, cfg, args, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
         self.max_context_sentences = args.max_context_sentences
         self.segment_embed = nn.Embedding(self.max_context_sentences + 1, cfg.encoder.embed_dim)
         nn.init.normal_(self.segment_embed.weight, mean=0, std=cfg.encoder.embed_dim ** -0.5)
+        self.reads_target_context = False
+
+    def forward(
+        self,
+        src_tokens: Tensor,
+        src_lengths: Optional[Tensor] = None,
+        context_tokens: Optional[Tensor] = None,
+        context_index: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+        context_source_row: Optional[Tensor] = None,
+        document_index: Optional[Tensor] = None,
+        target_context_tokens: Optional[Tensor] = None,
+        target_context_index: Optional[Tensor] = None,
+    ) -> Dict[str, List[Tensor]]:
+        """``target_context_tokens`` (V, Lt) / ``target_context_index`` (B, M): the previous target
+        sentences (target dictionary), read with --target-context-size > 0; missing = none."""
+        out = super().forward(src_tokens, src_lengths, context_tokens, context_index, return_all_hiddens,
+                              token_embeddings, context_source_row, document_index)
+        if self.reads_target_context:
+            out["target_prefix"] = [self.target_prefix(src_tokens, target_context_tokens, target_context_index)]
+        return out
+
+    def target_prefix(self, src_tokens: Tensor, tokens: Optional[Tensor], index: Optional[Tensor]) -> Tensor:
+        """(B, P) previous target sentences, oldest first, right-padded; (B, 1) padding when
+        no example has any."""
+        tokens, index = context_or_placeholder(src_tokens, tokens, index, self.dictionary.eos())
+        slot_tokens, slot_padding = gather_slots(tokens, tokens.eq(self.padding_idx), index.flip(1))
+        batch = index.size(0)
+        prefix, padding = compact(slot_tokens.reshape(batch, -1), slot_padding.reshape(batch, -1))
+        return prefix.masked_fill(padding, self.padding_idx)
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor) -> Dict[str, List[Tensor]]:
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        if "target_prefix" in encoder_out:
+            reordered["target_prefix"] = [encoder_out["target_prefix"][0].index_select(0, new_order)]
+        return reordered
 
     def encode(self, src_tokens, context_tokens, context_index, token_embeddings):
         batch, slots = context_index.shape
@@ -61,10 +105,21 @@ class ConcatContextEncoder(ContextEncoderBase):
 
 @register_model("context_concat_transformer", dataclass=with_transformer_options(ConcatContextConfig))
 class ConcatContextTransformer(ContextTransformerModel):
-    """TwC baseline: Transformer over the concatenation of source and context sentences."""
+    """TwC baseline: Transformer over the concatenation of source and context sentences; with
+    --target-context-size > 0 the previous target sentences are a decoder prefix."""
 
     encoder_class = ConcatContextEncoder
     options = ConcatContextConfig
+    reads_target_context = True
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        return TargetPrefixDecoder(TransformerConfig.from_namespace(args), tgt_dict, embed_tokens,
+                                   no_encoder_attn=args.no_cross_attention)
+
+    def read_target_context(self, size: int) -> None:
+        self.encoder.reads_target_context = True
+        self.decoder.read_target_context()
 
 
 @register_model_architecture("context_concat_transformer", "ctx_concat")

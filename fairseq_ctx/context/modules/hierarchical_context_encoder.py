@@ -21,6 +21,7 @@ from fairseq_ctx.context.modules.empty_context import attendable, context_or_pla
 from fairseq_ctx.core.gated_sum import GatedSum
 from fairseq_ctx.core.length_chunks import trim_padding
 from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
+from fairseq_ctx.context.modules.target_context import TargetContext
 
 SourceRowPooling = Callable[[Tensor], Tensor]
 
@@ -130,25 +131,38 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         )
         self.register_buffer("slot_positions", SinusoidalPositionalEmbedding.get_embedding(16, embed_dim), persistent=False)
         self.context_cache: Optional[SentenceVectorCache] = SentenceVectorCache()
+        self.target_context: Optional[TargetContext] = None
+
+    def read_target_context(self, size: int, embed_tokens: nn.Embedding) -> None:
+        """Read the previous ``size`` target sentences too, over ``embed_tokens`` (the decoder's
+        embedding), as slots next to the source ones (:class:`TargetContext`)."""
+        self.target_context = TargetContext(size, self.embed_tokens.embedding_dim, embed_tokens)
+        self.target_context.set_cache(self.context_cache is not None)
 
     def set_context_cache(self, enabled: bool) -> None:
         """Reuse in-batch source encodings and cache sentence vectors (default), or encode
         the sentence of every context slot separately (the reference computation)."""
         self.context_cache = SentenceVectorCache() if enabled else None
+        if self.target_context is not None:
+            self.target_context.set_cache(enabled)
 
     @property
     def reuses_source_encodings(self) -> bool:
         return self.context_cache is not None and self.context_layers is None
 
     def train(self, mode: bool = True):
-        if self.context_cache is not None:
-            self.context_cache.clear()
+        self.clear_context_caches()
         return super().train(mode)
 
     def _load_from_state_dict(self, *args, **kwargs):
+        self.clear_context_caches()
+        super()._load_from_state_dict(*args, **kwargs)
+
+    def clear_context_caches(self) -> None:
         if self.context_cache is not None:
             self.context_cache.clear()
-        super()._load_from_state_dict(*args, **kwargs)
+        if self.target_context is not None:
+            self.target_context.clear_cache()
 
     def slot_position_table(self, num_slots: int) -> Tensor:
         """Sinusoidal embeddings of slot distances 0..num_slots-1, grown on demand."""
@@ -163,11 +177,12 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
             return list(self.context_layers), self.context_layer_norm
         return list(self.layers)[: self.num_context_layers], self.layer_norm
 
-    def encode_context_sentences(self, tokens: Tensor) -> Tensor:
-        """(U, Lc) sentences (no <boc>) → (U, C) sentence vectors s_i (eq. 3.14–3.16)."""
+    def encode_context_sentences(self, tokens: Tensor, embed: Optional[nn.Embedding] = None) -> Tensor:
+        """(U, Lc) sentences (no <boc>) → (U, C) sentence vectors s_i (eq. 3.14–3.16); ``embed``:
+        the token embedding to read them with (default: the source embedding)."""
         tokens = tokens[:, : max(int(tokens.ne(self.padding_idx).sum(dim=1).max()), 1)]
         padding_mask = tokens.eq(self.padding_idx)
-        x, _ = self.forward_embedding(tokens)
+        x, _ = self.forward_embedding(tokens, None if embed is None else embed(tokens))
         x = (x * (1 - padding_mask.unsqueeze(-1).type_as(x))).transpose(0, 1)
         layers, final_norm = self.lower_level_layers()
         for layer in layers:
@@ -189,9 +204,12 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         needed: Tensor,
         context_source_row: Optional[Tensor],
         pool_source_rows: Optional[SourceRowPooling],
+        cache: Optional[SentenceVectorCache],
+        embed: Optional[nn.Embedding] = None,
     ) -> Tensor:
         """(U, C) vector s_u of every ``needed`` context row (zeros elsewhere): pooled from the
-        batch's source states (``pool_source_rows``), read from the cache, or encoded."""
+        batch's source states (``pool_source_rows``), read from ``cache``, or encoded (with
+        ``embed``, see :meth:`encode_context_sentences`)."""
         sentences = context_tokens[:, 1:]
         pending = needed.clone()
         positions: List[Tensor] = [(~needed).nonzero().squeeze(1)]
@@ -202,12 +220,12 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
                 positions.append(reused.nonzero().squeeze(1))
                 vectors.append(pool_source_rows(context_source_row[reused]))
                 pending &= ~reused
-        use_cache = self.context_cache is not None and not self.training and not torch.is_grad_enabled()
+        use_cache = cache is not None and not self.training and not torch.is_grad_enabled()
         keys = SentenceVectorCache.keys_of(sentences[needed], self.padding_idx) if use_cache else []
         if use_cache:
             key_of = dict(zip(needed.nonzero().squeeze(1).tolist(), keys))
             pending_positions = pending.nonzero().squeeze(1).tolist()
-            found = self.context_cache.lookup([key_of[p] for p in pending_positions], like=self.embed_tokens.weight)
+            found = cache.lookup([key_of[p] for p in pending_positions], like=self.embed_tokens.weight)
             if found:
                 hits = [pending_positions[i] for i in found]
                 positions.append(torch.tensor(hits, dtype=torch.long, device=sentences.device))
@@ -215,12 +233,41 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
                 pending[hits] = False
         if pending.any():
             positions.append(pending.nonzero().squeeze(1))
-            vectors.append(self.encode_context_sentences(sentences[pending]))
+            vectors.append(self.encode_context_sentences(sentences[pending], embed))
         order = torch.cat(positions)
         result = torch.cat(vectors).index_select(0, torch.argsort(order))
         if use_cache:
-            self.context_cache.store(keys, result[needed])
+            cache.store(keys, result[needed])
         return result
+
+    def sentence_slots(
+        self,
+        src_tokens: Tensor,
+        context_tokens: Tensor,
+        context_index: Tensor,
+        cache: Optional[SentenceVectorCache],
+        context_source_row: Optional[Tensor] = None,
+        pool_source_rows: Optional[SourceRowPooling] = None,
+        embed: Optional[nn.Embedding] = None,
+    ) -> Tuple[Tensor, Tensor]:
+        """Slot vectors (B, N, C) of ``[<boc>] + sentence`` rows (U, Lc) gathered by
+        ``context_index`` (B, N), each plus the embedding of its slot distance, and the slot mask
+        (B, N), True for empty slots; ``cache`` as in :meth:`context_vectors`, unless the
+        reference computation (``--no-context-cache``) encodes every slot on its own."""
+        needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
+        needed[context_index[context_index.ge(0)]] = True
+        empty = context_index.lt(0)
+        if not needed.any():
+            vectors = self.encode_context_sentences(placeholder_sentence(src_tokens, self.dictionary.eos()), embed)
+            slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
+        elif self.context_cache is None:
+            per_slot = self.encode_context_sentences(context_tokens[context_index[~empty], 1:], embed)
+            slots = per_slot.new_zeros(*context_index.shape, per_slot.size(-1))
+            slots[~empty] = per_slot
+        else:
+            vectors = self.context_vectors(context_tokens, needed, context_source_row, pool_source_rows, cache, embed)
+            slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
+        return slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0), empty
 
     def context_slots(
         self,
@@ -235,20 +282,8 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         (B, N), True for empty slots."""
         context_tokens, context_index = context_or_placeholder(src_tokens, context_tokens, context_index,
                                                                self.dictionary.eos())
-        needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
-        needed[context_index[context_index.ge(0)]] = True
-        empty = context_index.lt(0)
-        if not needed.any():
-            vectors = self.encode_context_sentences(placeholder_sentence(src_tokens, self.dictionary.eos()))
-            slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
-        elif self.context_cache is None:
-            per_slot = self.encode_context_sentences(context_tokens[context_index[~empty], 1:])
-            slots = per_slot.new_zeros(*context_index.shape, per_slot.size(-1))
-            slots[~empty] = per_slot
-        else:
-            vectors = self.context_vectors(context_tokens, needed, context_source_row, pool_source_rows)
-            slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
-        slots = slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0)
+        slots, empty = self.sentence_slots(src_tokens, context_tokens, context_index, self.context_cache,
+                                           context_source_row, pool_source_rows)
         if self.document_vector is not None:
             if document_index is None:
                 raise ValueError(
@@ -260,6 +295,28 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
             empty = torch.cat([empty, no_document.unsqueeze(1)], dim=1)
         return slots.transpose(0, 1), empty
 
+    def target_context_slots(
+        self, src_tokens: Tensor, target_context_tokens: Optional[Tensor], target_context_index: Optional[Tensor]
+    ) -> Tuple[Tensor, Tensor]:
+        """The target-side slots (M, B, C) and their mask (B, M) (:class:`TargetContext`);
+        ``target_context_tokens`` (V, Lt) rows ``[<boc>] + sentence`` in the target dictionary,
+        ``target_context_index`` (B, M), -1 = empty slot; missing = every slot empty."""
+        tokens, index = context_or_placeholder(src_tokens, target_context_tokens, target_context_index,
+                                               self.dictionary.eos())
+        slots, empty = self.sentence_slots(src_tokens, tokens, index, self.target_context.cache,
+                                           embed=self.target_context.embed_tokens)
+        return self.target_context.mark(slots).transpose(0, 1), empty
+
+    def with_target_context(
+        self, src_tokens: Tensor, slots: Tensor, empty: Tensor,
+        target_context_tokens: Optional[Tensor], target_context_index: Optional[Tensor],
+    ) -> Tuple[Tensor, Tensor]:
+        """[source slots; target slots] (N+M, B, C) and their mask, when the model reads target context."""
+        if self.target_context is None:
+            return slots, empty
+        target_slots, target_empty = self.target_context_slots(src_tokens, target_context_tokens, target_context_index)
+        return torch.cat([slots, target_slots], dim=0), torch.cat([empty, target_empty], dim=1)
+
     def forward(
         self,
         src_tokens: Tensor,
@@ -270,11 +327,14 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         document_index: Optional[Tensor] = None,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
+        target_context_tokens: Optional[Tensor] = None,
+        target_context_index: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
         reuse = self.reuses_source_encodings and context_source_row is not None
         out = self.encode_sources(src_tokens, src_lengths, return_all_hiddens, reuse, token_embeddings)
         pool = self.source_row_pooling([out], [torch.arange(src_tokens.size(0), device=src_tokens.device)]) if reuse else None
         slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
+        slots, empty = self.with_target_context(src_tokens, slots, empty, target_context_tokens, target_context_index)
         return self.fuse_context(out, slots, empty)
 
     def forward_chunks(
@@ -287,6 +347,8 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         context_source_row: Optional[Tensor] = None,
         document_index: Optional[Tensor] = None,
         return_all_hiddens: bool = False,
+        target_context_tokens: Optional[Tensor] = None,
+        target_context_index: Optional[Tensor] = None,
     ) -> List[Dict[str, List[Tensor]]]:
         """The encoder outputs of the batch rows ``chunks`` (a partition of the batch), each
         chunk cut to its own longest source: the same numbers as :meth:`forward` on the whole
@@ -300,6 +362,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         ]
         pool = self.source_row_pooling(outs, chunks) if reuse else None
         slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
+        slots, empty = self.with_target_context(src_tokens, slots, empty, target_context_tokens, target_context_index)
         return [self.fuse_context(out, slots.index_select(1, rows), empty.index_select(0, rows)) for out, rows in zip(outs, chunks)]
 
     def encode_sources(
