@@ -6,6 +6,7 @@ from fairseq.models.transformer import TransformerDecoderBase
 from torch import Tensor, nn
 
 from fairseq_ctx.context.modules.empty_context import attendable
+from fairseq_ctx.core.decoder_output import decoder_output
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -140,13 +141,7 @@ class TargetPrefixDecoder(TransformerDecoderBase):
             inner_states.append(x)
             if layer_attn is not None and index == alignment_layer:
                 attn = layer_attn.float().to(x)
-        if attn is not None:
-            attn = (attn[:alignment_heads] if alignment_heads is not None else attn).mean(dim=0)
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        x = x.transpose(0, 1)
-        if self.project_out_dim is not None:
-            x = self.project_out_dim(x)
+        x, attn = decoder_output(self, x, attn, alignment_heads)
         return x, {"attn": [attn], "inner_states": inner_states}
 
 
