@@ -14,7 +14,7 @@ import torch
 RECIPE_DIR = Path(__file__).resolve().parents[1] / "examples" / "context_mt"
 NOUNS = [("table", "table", "elle"), ("car", "voiture", "elle"), ("book", "livre", "il"), ("tree", "arbre", "il"),
          ("house", "maison", "elle"), ("dog", "chien", "il")]
-MODELS = ["sentence", "hmce", "hce", "ctx_concat", "dat", "han", "dct"]
+MODELS = ["sentence", "hmce", "hce", "ctx_concat", "dat", "han", "dct", "hmce_target"]
 
 
 def write_scat(directory: Path, split: str, count: int, rng: random.Random) -> None:
@@ -71,17 +71,18 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
                                       weights_only=True)["model"])
     initialised = [re.search(r"loaded (\d+) tensors from sentence-level checkpoint", r.getMessage())
                    for r in caplog.records if "from sentence-level checkpoint" in r.getMessage()]
-    assert [int(m.group(1)) for m in initialised] == [sentence_tensors] * 6
+    assert [int(m.group(1)) for m in initialised] == [sentence_tensors] * 7
 
     result = json.loads((out / "scat_en_fr.json").read_text())
     assert [row["model"] for row in result["rows"]] == MODELS
     for row in result["rows"]:
         assert 0.0 <= row["contrastive_accuracy"] <= 1.0 and 0.0 <= row["bleu"] <= 100.0
         assert row["contrastive_total"] == 20 and row["updates"] == (2 if row["model"] == "sentence" else 1)
-    assert [row["context_size"] for row in result["rows"]] == [0, 1, 1, 1, 1, 1, 1]
+    assert [row["context_size"] for row in result["rows"]] == [0, 1, 1, 1, 1, 1, 1, 1]
+    assert [row["target_context_size"] for row in result["rows"]] == [0, 0, 0, 0, 0, 0, 0, 1]
     table = [line for line in (out / "scat_en_fr.md").read_text().splitlines() if line.startswith("| ")]
-    assert [line.split(" | ")[0][2:] for line in table[1:]] == [*MODELS, "hmce + target context"]
-    assert "not run" in table[-1]
+    assert [line.split(" | ")[0][2:] for line in table[1:]] == MODELS
+    assert "source + own target" in table[-1]
     assert (out / "scat_en_fr.png").stat().st_size > 0
 
     # SCAT sentences and their context lines became two-line documents with shared docids

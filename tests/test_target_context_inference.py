@@ -1,10 +1,7 @@
 """Every inference path with target context (--target-context-size M > 0) reads the model's own
 previous translations (the hub, fairseq-ctx-translate-doc, fairseq-interactive, fairseq-generate
-on a binarized split) or the target context a test set supplies (contrastive scoring).
-
-The model is a stand-in: a trained hmce checkpoint whose encoder records the target context it
-receives and adds the mean embedding of the nearest previous target sentence to its output, so
-that the translations depend on the target context."""
+on a binarized split) or the target context a test set supplies (contrastive scoring), with
+tiny hmce and ctx_concat models trained on reference target context."""
 import json
 from pathlib import Path
 from typing import Dict, List
@@ -18,59 +15,39 @@ from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
 from fairseq_ctx.context.contrastive.scoring import evaluate
 from fairseq_ctx.context.data.own_translations import MissingTargetContextError
-from fairseq_ctx.context.hmce import HierarchicalContextTransformer
-from fairseq_ctx.context.modules.hierarchical_context_encoder import HierarchicalContextEncoder
-from fairseq_ctx.core.tool_loading import load_models
 from test_inference_paths import train
 
 SIZE = 1
+HUB_SEARCH = ["--beam", "2", "--max-len-a", "1.2", "--max-len-b", "10"]  # the hub's defaults, beam 2
 
 
-@pytest.fixture(scope="module")
-def seen():
-    """Patches the hmce encoder into the stand-in; yields the list of (src_tokens,
-    target_context_tokens, target_context_index) of every encoder call."""
-    calls = []
-    original = HierarchicalContextEncoder.forward
-
-    def forward(self, src_tokens, src_lengths=None, context_tokens=None, context_index=None,
-                target_context_tokens=None, target_context_index=None, **rest):
-        out = original(self, src_tokens, src_lengths=src_lengths, context_tokens=context_tokens,
-                       context_index=context_index, **rest)
-        if target_context_index is None:
-            return out
-        calls.append((src_tokens.clone(), target_context_tokens.clone(), target_context_index.clone()))
-        x = out["encoder_out"][0]
-        bias = x.new_zeros(x.size(1), x.size(2))
-        if target_context_tokens.size(0):
-            mask = target_context_tokens.ne(self.padding_idx).unsqueeze(-1)
-            vectors = (self.embed_tokens(target_context_tokens) * mask).sum(1) / mask.sum(1)
-            slot = target_context_index[:, 0]
-            bias = torch.where(slot.ge(0).unsqueeze(-1), vectors[slot.clamp(min=0)], bias)
-        out["encoder_out"] = [x + 4 * bias.unsqueeze(0)]
-        return out
-
-    patch = pytest.MonkeyPatch()
-    patch.setattr(HierarchicalContextEncoder, "forward", forward)
-    patch.setattr(HierarchicalContextTransformer, "reads_target_context", True, raising=False)
-    yield calls
-    patch.undo()
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tiny_data, tmp_path_factory) -> Path:
-    """hmce trained without target context (the stand-in adds it at inference); the joined
-    dictionary already holds <boc>, so --target-context-size 1 loads the same weights."""
-    save_dir = train(tiny_data, tmp_path_factory.mktemp("tc_hmce"),
-                     ["--task", "context_translation", "--context-size", "1", "--arch", "hmce"], 20)
+@pytest.fixture(scope="module", params=["hmce", "ctx_concat"])
+def checkpoint(request, tiny_data, tmp_path_factory) -> Path:
+    save_dir = train(tiny_data, tmp_path_factory.mktemp(f"tc_{request.param}"),
+                     ["--task", "context_translation", "--context-size", "1", "--target-context-size", str(SIZE),
+                      "--arch", request.param], 50)  # enough updates for sentences, not just "."
     return save_dir / "checkpoint_last.pt"
 
 
 @pytest.fixture(scope="module")
-def translator(tiny_data, checkpoint, seen):
-    models, _, task = load_models(str(checkpoint), ["context_translation"], "test", data=str(tiny_data),
-                                  overrides={"target_context_size": SIZE})
-    return hub.DocumentTranslator(task, models, beam=2)
+def translator(tiny_data, checkpoint):
+    return hub.load(str(checkpoint), data=str(tiny_data), beam=2)
+
+
+@pytest.fixture
+def seen(translator, monkeypatch):
+    """(src_tokens, target_context_tokens, target_context_index) of every encoder call."""
+    calls = []
+    encoder = translator.models[0].encoder
+    original = encoder.forward
+
+    def forward(*args, **kwargs):
+        source = kwargs["src_tokens"] if "src_tokens" in kwargs else args[0]
+        calls.append((source, kwargs.get("target_context_tokens"), kwargs.get("target_context_index")))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(encoder, "forward", forward)
+    return calls
 
 
 @pytest.fixture(scope="module")
@@ -108,13 +85,9 @@ def test_hub_batches_documents_and_equals_one_sentence_at_a_time(translator, doc
     assert max(src.size(0) for src, _, _ in seen) == 3  # sentence i of three documents per batch
     assert list(translator.translate_stream(lines, batch_size=1)) == expected
     assert [translator.translate_document(d, batch_size=2) for d in documents] == reference
-    without = hub.DocumentTranslator(translator.task, translator.models, beam=2)
-    without.target_context_size = 0
-    assert list(without.translate_stream(lines, batch_size=3)) != expected  # the target context matters
 
 
 def test_hub_feeds_each_sentence_its_own_previous_translation(translator, documents, seen):
-    del seen[:]
     translations = translator.translate_document(documents[0])
     tgt = translator.tgt_dict
     received = []
@@ -136,7 +109,7 @@ def generate_in_batches(task, translator, batches: List[List[int]]) -> Dict[int,
     return out
 
 
-def test_binarized_split_reads_own_output_in_any_batch_composition(translator, documents, reference, tiny_data):
+def test_binarized_split_reads_own_output_in_any_batch_composition(translator, reference):
     task = translator.task
     task.load_dataset("test")
     dataset = task.datasets["test"]
@@ -151,12 +124,12 @@ def test_binarized_split_reads_own_output_in_any_batch_composition(translator, d
     task.own_translations().discard(list(range(len(dataset))))
 
 
-def test_fairseq_generate_uses_own_output(translator, reference, tiny_data, checkpoint, tmp_path, seen):
+def test_fairseq_generate_uses_own_output(reference, tiny_data, checkpoint, tmp_path):
     from fairseq_cli import generate
 
     run_fairseq_cli(generate.cli_main, [
         str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "1",
-        "--target-context-size", str(SIZE), "--path", str(checkpoint), "--gen-subset", "test", "--beam", "2",
+        "--target-context-size", str(SIZE), "--path", str(checkpoint), "--gen-subset", "test", *HUB_SEARCH,
         "--batch-size", "5", "--required-batch-size-multiple", "1", "--results-path", str(tmp_path), "--cpu",
     ])
     hypotheses = {}
@@ -168,8 +141,8 @@ def test_fairseq_generate_uses_own_output(translator, reference, tiny_data, chec
 
 
 @pytest.mark.parametrize("buffer_size", [1, 3, 1000])
-def test_fairseq_interactive_uses_own_output(buffer_size, translator, documents, reference, tiny_data, checkpoint,
-                                             tmp_path, capsys, seen):
+def test_fairseq_interactive_uses_own_output(buffer_size, documents, reference, tiny_data, checkpoint, tmp_path,
+                                             capsys):
     from fairseq_cli import interactive
 
     path = tmp_path / "docs.en"
@@ -177,7 +150,7 @@ def test_fairseq_interactive_uses_own_output(buffer_size, translator, documents,
     capsys.readouterr()
     run_fairseq_cli(interactive.cli_main, [
         str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "1",
-        "--target-context-size", str(SIZE), "--path", str(checkpoint), "--beam", "2",
+        "--target-context-size", str(SIZE), "--path", str(checkpoint), *HUB_SEARCH,
         "--buffer-size", str(buffer_size), "--batch-size", str(min(buffer_size, 4)), "--input", str(path), "--cpu",
     ])
     hypotheses = {}
@@ -197,7 +170,6 @@ def test_contrastive_scoring_passes_each_candidates_previous_translation(transla
     path = tmp_path / "anaphora.json"
     path.write_text(json.dumps(blocks), encoding="utf-8")
     examples = read_discevalmt(str(path))
-    del seen[:]
     result = evaluate(translator, examples, batch_size=8)
     tgt = translator.tgt_dict
     received = []
@@ -206,7 +178,7 @@ def test_contrastive_scoring_passes_each_candidates_previous_translation(transla
             received.append(tgt.string(strip_pad(tokens[row][1:], tgt.pad())))
     assert sorted(received) == sorted(["er ist klein .", "sie ist klein ."] * 2)
     scores = [example["scores"] for example in result["examples"]]
-    assert scores[0][0] != scores[0][1]  # same target, different previous translations
+    assert scores[0][0] != scores[0][1]  # same target, different previous translations: the model reads them
 
 
 def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
@@ -254,3 +226,41 @@ def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
             assert [h[0]["tokens"][0].item() for h in hypos] == [100 + k for k in batch]
         assert received == {k: [[boc, 100 + p, eos] for p in previous[k]] for k in keys}
         assert store.hypotheses == {} and store.users == {}
+
+
+def test_interactive_keeps_previous_lines_across_buffers_and_forgets_ended_documents(tiny_data):
+    """M = 2, documents across buffers of three lines: every line reads the outputs of its
+    previous two lines of the document, and a document's outputs are dropped once it ended."""
+    from fairseq import tasks
+
+    from conftest import parse_cfg
+    from fairseq_ctx.context.interactive import InteractiveDocuments
+
+    task = tasks.setup_task(parse_cfg(tiny_data, "hmce", ["--target-context-size", "2"]).task)
+    documents = InteractiveDocuments(task.example_collater())
+    lines = ["a", "b", "c", "d", "", "e", "f", "", "", "g", "h", "i", "j", ""]
+    words = ["it is small .", "it is big .", "the dog falls .", "it moves ."]
+    received = {}
+    pad = task.tgt_dict.pad()
+
+    def run(sample, prefix, constraints):
+        tokens, index = sample["net_input"]["target_context_tokens"], sample["net_input"]["target_context_index"]
+        out = []
+        for row, key in enumerate(sample["target_context_key"].tolist()):
+            received[key] = [tokens[u][tokens[u].ne(pad)][1].item() for u in index[row].tolist() if u >= 0]
+            out.append([{"tokens": torch.tensor([10 + key, task.tgt_dict.eos()])}])
+        return out
+
+    for start in range(0, len(lines), 3):
+        buffer = lines[start:start + 3]
+        tokens = [task.src_dict.encode_line(words[n % 4] if line else "", add_if_not_exist=False).long()
+                  for n, line in enumerate(buffer)]
+        documents.read_buffer(buffer, tokens)
+        dataset = documents.build_dataset(tokens, [len(t) for t in tokens], None, task)
+        for batch in dataset.batch_by_size(dataset.ordered_indices(), max_sentences=2):
+            dataset.collater([dataset[i] for i in batch])  # kept by the document state, as fairseq-interactive's
+            documents.own_outputs.generate(documents.batches.popleft(), run)
+    # keys: a..d = 0..3, e, f = 4, 5, g..j = 6..9
+    assert received == {0: [], 1: [10], 2: [11, 10], 3: [12, 11], 4: [], 5: [14],
+                        6: [], 7: [16], 8: [17, 16], 9: [18, 17]}
+    assert documents.own_outputs.hypotheses == {}

@@ -222,9 +222,13 @@ def test_hierarchical_length_chunks_pass_the_target_context(tiny_data):
     assert not torch.allclose(model(**without)[0][real], single[real], atol=1e-4)
 
 
-@pytest.mark.parametrize("arch", READERS)
-def test_every_parameter_gets_a_finite_gradient(tiny_data, arch):
-    task, model, cfg = build_with_target_context(tiny_data, arch, 2, ["--decoder-layers", "2"])
+@pytest.mark.parametrize("arch,extra", [
+    *[(arch, []) for arch in READERS],
+    ("hmce", ["--separate-context-encoder", "--context-encoder-layers", "1"]),
+    ("hce", ["--document-vector", "--context-encoder-layers", "1"]),
+])
+def test_every_parameter_gets_a_finite_gradient(tiny_data, arch, extra):
+    task, model, cfg = build_with_target_context(tiny_data, arch, 2, ["--decoder-layers", "2", *extra])
     criterion = task.build_criterion(cfg.criterion)
     model.train()
     batches = [
@@ -282,3 +286,66 @@ def test_beam_search_over_a_batch_equals_one_sentence_at_a_time(tiny_data, arch)
         single = generator.generate([model], sample_with(task, [example_id], [slots[example_id]]))
         assert single[0][0]["tokens"].tolist() == batched[position][0]["tokens"].tolist()
         torch.testing.assert_close(single[0][0]["score"], batched[position][0]["score"], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("option", [["--checkpoint-activations"], ["--decoder-layerdrop", "0.1"]])
+def test_ctx_concat_with_target_context_refuses_options_that_break_the_prefix_cache(tiny_data, option):
+    with pytest.raises(ValueError, match="ctx_concat with --target-context-size > 0 cannot use"):
+        build_with_target_context(tiny_data, "ctx_concat", 2, option)
+
+
+def test_hierarchical_target_context_needs_decoder_embeddings_of_the_encoder_size(tiny_data):
+    task, _, cfg = build(tiny_data, "hmce")
+    with open_dict(task.cfg):
+        task.cfg.target_context_size = 2
+    with open_dict(cfg.model):
+        cfg.model.share_all_embeddings = False
+        cfg.model.decoder_embed_dim = cfg.model.decoder_input_dim = cfg.model.decoder_output_dim = 16
+    with pytest.raises(ValueError, match=r"decoder's embeddings \(16\) to have the encoder's size \(32\): "
+                                         r"set --decoder-embed-dim 32"):
+        task.build_model(cfg.model)
+
+
+def test_a_prefix_longer_than_the_target_positions_is_a_clear_error(concat):
+    task, model, _ = concat
+    net_input = sample_with(task, INDICES, SLOTS)["net_input"]
+    limit = model.decoder.max_target_positions
+    model.decoder.max_target_positions = 4
+    try:
+        with pytest.raises(ValueError, match=r"target-context prefix has \d+ tokens, more than --max-target-positions 4"):
+            model(**net_input)
+    finally:
+        model.decoder.max_target_positions = limit
+
+
+@pytest.mark.parametrize("arch", READERS)
+def test_a_batch_with_more_target_slots_than_the_model_reads_is_a_clear_error(tiny_data, arch):
+    task, model, _ = build_with_target_context(tiny_data, arch, 1)
+    net_input = sample_with(task, INDICES, SLOTS)["net_input"]
+    with pytest.raises(ValueError, match=r"gives 2 previous target sentences per example but the model was built "
+                                         r"with --target-context-size 1"):
+        model(**net_input)
+
+
+def test_hierarchical_target_context_reads_the_decoder_embeddings_when_they_are_not_shared(tiny_data):
+    task, _, cfg = build(tiny_data, "hmce", NO_DROPOUT)
+    with open_dict(task.cfg):
+        task.cfg.target_context_size = 2
+    with open_dict(cfg.model):
+        cfg.model.share_all_embeddings = False
+    model = task.build_model(cfg.model).eval()
+    task.load_dataset("train")
+    encoder = model.encoder
+    assert encoder.target_context.embed_tokens is model.decoder.embed_tokens
+    assert encoder.embed_tokens is not model.decoder.embed_tokens
+    assert [name for name in model.state_dict() if "embed_tokens" in name] == [
+        "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]
+    net_input = sample_with(task, INDICES, SLOTS)["net_input"]
+    encoder.clear_context_caches()
+    with torch.no_grad():
+        encoder_states(model, net_input)
+        key, target_vector = next(iter(encoder.target_context.cache.vectors.items()))
+        source_vector = encoder.encode_context_sentences(torch.tensor([key]))[0]
+        reread = encoder.encode_context_sentences(torch.tensor([key]), model.decoder.embed_tokens)[0]
+    assert not torch.allclose(target_vector, source_vector, atol=1e-3)
+    torch.testing.assert_close(target_vector, reread, atol=1e-5, rtol=0)

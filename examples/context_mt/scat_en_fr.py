@@ -1,7 +1,9 @@
 """SCAT En→Fr with the two-stage recipe of Yun (2022) ch. 3: a sentence-level Transformer
 pre-trained on Multi30k + the SCAT sentences, then hmce, hce, ctx_concat, dat, han, dct each
 initialised from it (``--pretrained-sentence-checkpoint``) and trained on SCAT with its context
-(same budget each); evaluated on SCAT valid by contrastive pronoun accuracy
+(same budget each), and ``hmce_target``: hmce reading the previous target sentence too
+(``--target-context-size 1``: the reference in training, its own translation in
+fairseq-generate, SCAT's French context line in contrastive scoring); evaluated on SCAT valid by contrastive pronoun accuracy
 (``fairseq-ctx-contrastive --format scat``) and sacreBLEU BLEU/chrF of beam-5 translations.
 
 Usage (from the repository root, package installed):
@@ -34,6 +36,8 @@ import scat_results  # noqa: E402
 from fairseq_ctx.core.tool_logging import QUIET_LIBRARIES  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
+TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
+CONTEXT_MODELS = [*CONTEXT_ARCHS, *TARGET_CONTEXT_MODELS]
 SENTENCE = "sentence"
 FILE_LOGGERS = ("fairseq_cli.train", "fairseq.logging.progress_bar")  # where fairseq adds --log-file handlers
 # console script -> (module, function, whether it reads sys.argv instead of an argv parameter)
@@ -133,6 +137,7 @@ class Recipe:
                 str(a.heads), "--decoder-attention-heads", str(a.heads)]
 
     def train(self, name: str, arch: str, context_size: int, updates: int, extra: Sequence[str]) -> float:
+        """``extra``: the model's own options beyond the shared ones (sentence checkpoint, target context)."""
         a, out = self.args, self.work / "models" / name
         if (out / "train.done").exists():
             return float((out / "train.done").read_text())
@@ -158,7 +163,7 @@ class Recipe:
         (out / "train.done").write_text(spent.read_text())
         return float(spent.read_text())
 
-    def evaluate(self, name: str, context_size: int) -> Dict:
+    def evaluate(self, name: str, context_size: int, target_context_size: int) -> Dict:
         a, out = self.args, self.work / "models" / name
         checkpoint = out / "checkpoints" / "checkpoint_last.pt"
         started = time.time()
@@ -166,8 +171,8 @@ class Recipe:
         data = self.bin / "scat"
         self.run("fairseq-generate", [
             str(data), "--user-dir", self.user_dir, "--task", "context_translation", "--source-lang", "en",
-            "--target-lang", "fr", "--context-size", str(context_size), "--path", str(checkpoint),
-            "--gen-subset", "valid", "--beam", str(a.beam), "--max-len-a", "1.2", "--max-len-b", "10",
+            "--target-lang", "fr", "--context-size", str(context_size), "--target-context-size",
+            str(target_context_size), "--path", str(checkpoint), "--gen-subset", "valid", "--beam", str(a.beam), "--max-len-a", "1.2", "--max-len-b", "10",
             "--batch-size", "64", "--required-batch-size-multiple", "1", "--post-process", "sentencepiece",
             "--results-path", str(out / "generate"), "--cpu"])
         hypotheses = scat_results.sentence_hypotheses(out / "generate" / "generate-valid.txt",
@@ -198,15 +203,18 @@ class Recipe:
             print(f"== {name}: finished earlier ({out / 'result.json'})", flush=True)
             return json.loads((out / "result.json").read_text())
         a = self.args
+        target_context_size = 1 if name in TARGET_CONTEXT_MODELS else 0
         if name == SENTENCE:
             arch, context_size, updates, extra = "transformer", 0, a.sentence_updates, []
         else:
             sentence_checkpoint = self.work / "models" / SENTENCE / "checkpoints" / "checkpoint_last.pt"
-            arch, context_size, updates = name, 1, a.context_updates
-            extra = ["--pretrained-sentence-checkpoint", str(sentence_checkpoint)]
+            arch, context_size, updates = TARGET_CONTEXT_MODELS.get(name, name), 1, a.context_updates
+            extra = ["--pretrained-sentence-checkpoint", str(sentence_checkpoint),
+                     "--target-context-size", str(target_context_size)]
         seconds = self.train(name, arch, context_size, updates, extra)
-        result = {"model": name, "arch": arch, "context_size": context_size, "train_seconds": round(seconds, 1),
-                  **self.evaluate(name, context_size)}
+        result = {"model": name, "arch": arch, "context_size": context_size,
+                  "target_context_size": target_context_size, "train_seconds": round(seconds, 1),
+                  **self.evaluate(name, context_size, target_context_size)}
         (out / "result.json").write_text(json.dumps(result, indent=2))
         return result
 
@@ -217,8 +225,9 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser.add_argument("--multi30k-dir", required=True, help="directory of the raw {train,val}.{en,fr}.gz")
     parser.add_argument("--work", default="work/scat_en_fr", help="scratch directory (kept for resuming)")
     parser.add_argument("--out", default=str(HERE / "results"), help="where scat_en_fr.{md,json,png} go")
-    parser.add_argument("--models", nargs="+", choices=CONTEXT_ARCHS, default=CONTEXT_ARCHS,
-                        help="context models to train (the sentence-level model is always trained)")
+    parser.add_argument("--models", nargs="+", choices=CONTEXT_MODELS, default=CONTEXT_MODELS,
+                        help="context models to train (the sentence-level model is always trained); "
+                        "hmce_target is hmce with --target-context-size 1")
     parser.add_argument("--restart", action="store_true", help="delete --work first instead of resuming")
     parser.add_argument("--sentence-updates", type=int, default=400,
                         help="stage-1 updates (222 per epoch of Multi30k + SCAT sentences at 4096 tokens)")
@@ -251,7 +260,7 @@ def main(argv: Sequence[str] = None) -> None:
     recipe = Recipe(args)
     recipe.prepare()
     rows = []
-    for name in [SENTENCE, *[arch for arch in CONTEXT_ARCHS if arch in args.models]]:
+    for name in [SENTENCE, *[model for model in CONTEXT_MODELS if model in args.models]]:
         rows.append(recipe.model(name))
         scat_results.write(rows, args, argv, Path(args.out), time.time() - started)
     print(f"== results: {Path(args.out) / 'scat_en_fr.md'}", flush=True)

@@ -75,11 +75,7 @@ class InteractiveDocuments:
         last = self.position - 1
         for key, position in self.document:
             left = position + size - last
-            readers = left if continuing is None else min(continuing, left)
-            if readers <= 0:
-                self.own_outputs.discard([key])
-            elif key in self.own_outputs.users:
-                self.own_outputs.users[key] = readers
+            self.own_outputs.expect(key, left if continuing is None else min(continuing, left))
         history = {}
         for number, is_blank in enumerate(blank):
             if is_blank:

@@ -7,6 +7,7 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
+from fairseq_ctx.core.decoder_output import decoder_output
 from fairseq_ctx.multisource.aux_input_spec import AuxInput
 from fairseq_ctx.multisource.modules.feature_projection import FeatureProjection
 from fairseq_ctx.multisource.modules.multi_input_attention import MultiInputAttention
@@ -121,13 +122,7 @@ class MultiSourceTransformerDecoder(TransformerDecoderBase):
                 input_weights = layer_input_weights
                 if layer_attn is not None:
                     attn = layer_attn.float().to(x)
-        if attn is not None:
-            attn = (attn[:alignment_heads] if alignment_heads is not None else attn).mean(dim=0)
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        x = x.transpose(0, 1)
-        if self.project_out_dim is not None:
-            x = self.project_out_dim(x)
+        x, attn = decoder_output(self, x, attn, alignment_heads)
         return x, {"attn": [attn], "inner_states": inner_states, "input_weights": [input_weights]}
 
     def _embed(self, prev_output_tokens: Tensor, incremental_state) -> Tuple[Tensor, Optional[Tensor]]:

@@ -15,11 +15,6 @@ class ContextModelConfig(SentenceInitConfig):
     two-stage initialisation (DAT, HAN)."""
 
 
-def task_target_context_size(task) -> int:
-    """The task's ``--target-context-size`` (0 for task configs that predate the option)."""
-    return int(getattr(task.cfg, "target_context_size", 0))
-
-
 class ContextBatchNeeds(NamedTuple):
     """What a context model needs from the batches of the context_translation task."""
     count_context_tokens: bool = True  # count context tokens in the batch size (off when they are sources too)
@@ -51,7 +46,7 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
                 f"(data directory with {{split}}.docids) or, for raw text, fairseq_ctx.context.hub / "
                 f"fairseq-ctx-translate-doc"
             )
-        target_context_size = task_target_context_size(task)
+        target_context_size = task.cfg.target_context_size
         model = super().build_model(args, task)
         if target_context_size > 0 and cls.reads_target_context:
             model.read_target_context(target_context_size)

@@ -12,6 +12,7 @@ from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
 from fairseq_ctx.context.modules.empty_context import context_or_placeholder
+from fairseq_ctx.context.modules.target_context import check_target_slots
 from fairseq_ctx.context.modules.target_prefix_decoder import TargetPrefixDecoder
 from fairseq_ctx.core.model_options import with_transformer_options
 
@@ -43,7 +44,7 @@ class ConcatContextEncoder(ContextEncoderBase):
         self.max_context_sentences = args.max_context_sentences
         self.segment_embed = nn.Embedding(self.max_context_sentences + 1, cfg.encoder.embed_dim)
         nn.init.normal_(self.segment_embed.weight, mean=0, std=cfg.encoder.embed_dim ** -0.5)
-        self.reads_target_context = False
+        self.target_context_size = 0
 
     def forward(
         self,
@@ -62,7 +63,8 @@ class ConcatContextEncoder(ContextEncoderBase):
         sentences (target dictionary), read with --target-context-size > 0; missing = none."""
         out = super().forward(src_tokens, src_lengths, context_tokens, context_index, return_all_hiddens,
                               token_embeddings, context_source_row, document_index)
-        if self.reads_target_context:
+        if self.target_context_size > 0:
+            check_target_slots(target_context_index, self.target_context_size)
             out["target_prefix"] = [self.target_prefix(src_tokens, target_context_tokens, target_context_index)]
         return out
 
@@ -118,7 +120,7 @@ class ConcatContextTransformer(ContextTransformerModel):
                                    no_encoder_attn=args.no_cross_attention)
 
     def read_target_context(self, size: int) -> None:
-        self.encoder.reads_target_context = True
+        self.encoder.target_context_size = size
         self.decoder.read_target_context()
 
 

@@ -45,6 +45,13 @@ class OwnTranslations:
             self.hypotheses.pop(key, None)
             self.users.pop(key, None)
 
+    def expect(self, key: int, readers: int) -> None:
+        """``key`` (if kept) will be read by exactly ``readers`` more sentences; forgotten at 0."""
+        if readers <= 0:
+            self.discard([key])
+        elif key in self.users:
+            self.users[key] = readers
+
     def generate(self, sample: Dict, run: Run, prefix_tokens: Optional[torch.Tensor] = None,
                  constraints: Optional[torch.Tensor] = None) -> List:
         """``run(sample, prefix_tokens, constraints)`` (the task's inference step) on every

@@ -74,6 +74,10 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
        query is the context tensor and whose keys/values are the source embedding, then FFN.
     4. h_ctx = MultiHead(h_src, t); output = GatedSum(h_src, h_ctx) (eq. 3.6–3.8).
 
+    With target-side context (--target-context-size M > 0, :class:`TargetContext`) the previous M
+    target sentences are M more slots, encoded by the same lower level over the target
+    embeddings; steps 3–4 run over [source slots; target slots].
+
     Empty context slots are masked everywhere. A sentence without any context (document
     start) gets exactly the sentence-level encoding h_src; the context path still runs on it
     (on zero vectors) so every parameter is part of every step's graph.
@@ -301,6 +305,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         """The target-side slots (M, B, C) and their mask (B, M) (:class:`TargetContext`);
         ``target_context_tokens`` (V, Lt) rows ``[<boc>] + sentence`` in the target dictionary,
         ``target_context_index`` (B, M), -1 = empty slot; missing = every slot empty."""
+        self.target_context.check_slots(target_context_index)
         tokens, index = context_or_placeholder(src_tokens, target_context_tokens, target_context_index,
                                                self.dictionary.eos())
         slots, empty = self.sentence_slots(src_tokens, tokens, index, self.target_context.cache,

@@ -44,6 +44,19 @@ class TargetContext(nn.Module):
         if self.cache is not None:
             self.cache.clear()
 
+    def check_slots(self, target_context_index: Optional[Tensor]) -> None:
+        """A batch must not give more target slots than the model was built to read."""
+        check_target_slots(target_context_index, self.size)
+
     def mark(self, slots: Tensor) -> Tensor:
         """(B, M, C) target slot vectors plus the target-side vector."""
         return slots + self.target_side.to(slots)
+
+
+def check_target_slots(target_context_index: Optional[Tensor], size: int) -> None:
+    """``target_context_index`` (B, M') must have M' <= ``size`` (the model's --target-context-size)."""
+    if target_context_index is not None and target_context_index.size(1) > size:
+        raise ValueError(
+            f"the batch gives {target_context_index.size(1)} previous target sentences per example but the "
+            f"model was built with --target-context-size {size}; use the task with the model's --target-context-size"
+        )

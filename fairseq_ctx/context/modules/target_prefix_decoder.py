@@ -6,14 +6,15 @@ from fairseq.models.transformer import TransformerDecoderBase
 from torch import Tensor, nn
 
 from fairseq_ctx.context.modules.empty_context import attendable
+from fairseq_ctx.core.decoder_output import decoder_output
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
 
 class TargetPrefixDecoder(TransformerDecoderBase):
-    """TwC with target-side context (Yun 2022, §3.2.1; the "2-to-2" concatenation of Tiedemann &
-    Scherrer (2017), whose target side is read as a prefix as in Bawden et al. (2018)): the decoder
-    reads ``[<boc>] t_{-M} .. [<boc>] t_{-1}`` (oldest first, the encoder's
+    """TwC (Yun 2022, §3.2.1) with target-side context: the target half of the concatenation
+    of Tiedemann & Scherrer (2017), here a forced prefix that is not predicted. The decoder reads
+    ``[<boc>] t_{-M} .. [<boc>] t_{-1}`` (oldest first, the encoder's
     ``encoder_out["target_prefix"]``, (B, P) right-padded) before the current sentence.
 
     The prefix is run through the decoder layers first, filling their self-attention caches
@@ -32,7 +33,16 @@ class TargetPrefixDecoder(TransformerDecoderBase):
         self.target_context_segment: Optional[nn.Parameter] = None
 
     def read_target_context(self) -> None:
-        """Add the target-context segment vector (called when --target-context-size > 0)."""
+        """Add the target-context segment vector (called when --target-context-size > 0). The
+        prefix pass and the sentence pass must see the same layers with one cache, which
+        activation checkpointing (re-running a layer in the backward pass) and LayerDrop
+        (dropping a layer in one pass only) would break: both are refused."""
+        if self.cfg.checkpoint_activations or self.cfg.decoder.layerdrop > 0:
+            raise ValueError(
+                "ctx_concat with --target-context-size > 0 cannot use --checkpoint-activations or "
+                "--decoder-layerdrop (the target prefix is cached once per layer); drop those options "
+                "or use --target-context-size 0"
+            )
         self.target_context_segment = nn.Parameter(torch.empty(self.embed_dim))
         nn.init.normal_(self.target_context_segment, mean=0.0, std=self.embed_dim ** -0.5)
 
@@ -131,13 +141,7 @@ class TargetPrefixDecoder(TransformerDecoderBase):
             inner_states.append(x)
             if layer_attn is not None and index == alignment_layer:
                 attn = layer_attn.float().to(x)
-        if attn is not None:
-            attn = (attn[:alignment_heads] if alignment_heads is not None else attn).mean(dim=0)
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        x = x.transpose(0, 1)
-        if self.project_out_dim is not None:
-            x = self.project_out_dim(x)
+        x, attn = decoder_output(self, x, attn, alignment_heads)
         return x, {"attn": [attn], "inner_states": inner_states}
 
 
