@@ -1,12 +1,13 @@
 """Target-side context end to end on the generated ``target`` corpus (make-corpus --setting
 target): a source noun has two target synonyms of different genders picked at random in the
 reference, and the next sentence's pronoun agrees with the synonym picked. Only the previous
-target sentence tells er from sie. hmce and ctx_concat trained with ``--target-context-size 1``
-resolve it (contrastive accuracy on a DiscEvalMT-layout set through ``fairseq-ctx-contrastive``,
-and agreement with their own previous output in document translation); hmce with
+target sentence tells er from sie. hmce trained with ``--target-context-size 1`` resolves it
+(contrastive accuracy on a DiscEvalMT-layout set through ``fairseq-ctx-contrastive``, and
+agreement with its own previous output in document translation); the same arch with
 ``--target-context-size 0`` is at chance; batched document decoding equals decoding one
 sentence at a time. Budget: 300 updates of ~1000 tokens (150-200 updates were not always
-enough for hmce; 250 were on every corpus seed tried)."""
+enough for hmce; 250 were on every corpus seed tried). ctx_concat reaches the same with the
+same budget (docs/context.md); it is left out here to keep the test short."""
 import json
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -32,6 +33,7 @@ BUDGET = [
     "--dropout", "0.1", "--max-tokens", "1000", "--max-update", "300", "--seed", "1", "--cpu",
     "--no-epoch-checkpoints", "--log-format", "none", "--disable-validation",
 ]
+RUNS = [("hmce", 1), ("hmce", 0)]  # (arch, --target-context-size)
 SYNONYM_GENDER = {word: gender for _, m, f in SYNONYMS for word, gender in ((m, "m"), (f, "f"))}
 
 
@@ -94,9 +96,6 @@ def runs(tmp_path_factory) -> Dict:
     return runs
 
 
-RUNS = [("hmce", 1), ("hmce", 0), ("ctx_concat", 1)]
-
-
 def test_hmce_with_target_context_resolves_what_the_source_cannot(runs):
     with_target = contrastive_accuracy(runs["hmce", 1], runs["data"], runs["anaphora"], console_script=True)
     source_only = contrastive_accuracy(runs["hmce", 0], runs["data"], runs["anaphora"])
@@ -105,15 +104,8 @@ def test_hmce_with_target_context_resolves_what_the_source_cannot(runs):
     assert abs(source_only - 0.5) <= 0.05
 
 
-def test_ctx_concat_with_target_context_resolves_it_too(runs):
-    accuracy = contrastive_accuracy(runs["ctx_concat", 1], runs["data"], runs["anaphora"])
-    print(f"ctx_concat contrastive accuracy: --target-context-size 1 {accuracy:.3f}")
-    assert accuracy >= 0.9
-
-
-@pytest.mark.parametrize("arch", ["hmce", "ctx_concat"])
-def test_document_translation_agrees_with_its_own_previous_output(runs, arch):
-    translator = hub.load(str(runs[arch, 1]), checkpoint_file="checkpoint_last.pt", data=str(runs["data"]), cpu=True)
+def test_document_translation_agrees_with_its_own_previous_output(runs):
+    translator = hub.load(str(runs["hmce", 1]), checkpoint_file="checkpoint_last.pt", data=str(runs["data"]), cpu=True)
     documents = read_documents(runs["raw"] / "test.en")
     lines = [line for number, doc in enumerate(documents) for line in ([""] if number else []) + doc]
     batched = list(translator.translate_stream(lines, batch_size=32))
@@ -122,7 +114,7 @@ def test_document_translation_agrees_with_its_own_previous_output(runs, arch):
     keys = (runs["raw"] / "test.ctxkey").read_text(encoding="utf-8").splitlines()
     assert len(translations) == len(keys)
     agree, total = own_agreement(translations, keys)
-    print(f"{arch} own-output agreement: {agree}/{total}")
+    print(f"hmce own-output agreement: {agree}/{total}")
     assert total > 40 and agree >= 0.9 * total
     one_at_a_time = [t for doc in documents for t in translator.translate_document(doc, batch_size=1)]
     assert one_at_a_time == translations
