@@ -60,6 +60,8 @@ SIZES = {"tiny": TINY, **speed.SIZES}
 
 @dataclass
 class TranslationSpeed:
+    """Document translation of the test split by one model (hub, beam 5)."""
+
     target_context_size: int
     sentences: int
     seconds: float
@@ -69,6 +71,8 @@ class TranslationSpeed:
 
 @dataclass
 class TrainingSpeed:
+    """Timed training updates of one model (medians over the timed updates)."""
+
     target_context_size: int
     params: int
     train_words_per_s: float
