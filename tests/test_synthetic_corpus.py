@@ -1,5 +1,7 @@
 """The generated context corpus: in every setting a pronoun agrees with the most recent subject
-noun; the hard setting puts it 3-4 sentences back behind object nouns of other genders."""
+noun; the hard setting puts it 3-4 sentences back behind object nouns of other genders; the
+target setting makes it agree with the synonym the previous translation picked at random, and
+its DiscEvalMT-layout set pairs the two previous translations of one source."""
 from collections import Counter
 
 import pytest
