@@ -5,8 +5,8 @@ target sentence tells er from sie. hmce trained with ``--target-context-size 1``
 (contrastive accuracy on a DiscEvalMT-layout set through ``fairseq-ctx-contrastive``, and
 agreement with its own previous output in document translation); the same arch with
 ``--target-context-size 0`` is at chance; batched document decoding equals decoding one
-sentence at a time. Budget: 300 updates of ~1000 tokens (150-200 updates were not always
-enough for hmce; 250 were on every corpus seed tried). ctx_concat reaches the same with the
+sentence at a time. Budget: 300 updates of ~1000 tokens (100 at lr 3e-3, or 150-200 at lr
+5e-3, were not always enough for hmce; 250 and 300 were on every corpus seed tried). ctx_concat reaches the same with the
 same budget (docs/context.md); it is left out here to keep the test short."""
 import json
 from pathlib import Path
