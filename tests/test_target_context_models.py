@@ -349,3 +349,15 @@ def test_hierarchical_target_context_reads_the_decoder_embeddings_when_they_are_
         reread = encoder.encode_context_sentences(torch.tensor([key]), model.decoder.embed_tokens)[0]
     assert not torch.allclose(target_vector, source_vector, atol=1e-3)
     torch.testing.assert_close(target_vector, reread, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ["hmce", "ctx_concat"])
+def test_checkpoint_and_task_disagreeing_on_target_context_is_a_clear_error(tiny_data, arch):
+    _, with_target, _ = build_with_target_context(tiny_data, arch, 1)
+    _, without, _ = build_with_target_context(tiny_data, arch, 0)
+    with pytest.raises(ValueError, match=r"trained with target-side context .* task has --target-context-size 0"):
+        without.load_state_dict(with_target.state_dict())
+    with pytest.raises(ValueError, match=r"trained without target-side context .* use --target-context-size 0"):
+        with_target.load_state_dict(without.state_dict())
+    with_target.load_state_dict(with_target.state_dict())
+

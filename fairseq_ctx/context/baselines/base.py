@@ -1,6 +1,6 @@
 """A fairseq Transformer whose encoder reads the shared context batch format."""
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Tuple
+from typing import Iterable, NamedTuple, Optional, Tuple
 
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 from torch import Tensor
@@ -51,6 +51,13 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
         if target_context_size > 0 and cls.reads_target_context:
             model.read_target_context(target_context_size)
         return model
+
+    def load_state_dict(self, state_dict, strict: bool = True, model_cfg=None, args=None):
+        """fairseq's; a strict load first checks that the checkpoint and this model agree on
+        target-side context (the task's --target-context-size decides it when the model is built)."""
+        if strict:
+            check_target_context_agrees(self.state_dict().keys(), state_dict.keys())
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
     def read_target_context(self, size: int) -> None:
         """Give the model what it needs to read the previous ``size`` target sentences
@@ -107,4 +114,26 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
             alignment_heads=alignment_heads,
             src_lengths=src_lengths,
             return_all_hiddens=return_all_hiddens,
+        )
+
+
+# The parameters that --target-context-size > 0 adds (HCE/HMCE's target-side vector, ctx_concat's
+# target-context segment vector): present in a checkpoint exactly when it was trained with it.
+TARGET_CONTEXT_PARAMETERS = ("encoder.target_context.target_side", "decoder.target_context_segment")
+
+
+def check_target_context_agrees(model_keys: Iterable[str], checkpoint_keys: Iterable[str]) -> None:
+    """A clear error instead of fairseq's missing/unexpected-key one when a checkpoint trained with
+    (without) target-side context is loaded by a task with --target-context-size 0 (> 0)."""
+    model_reads = any(key in TARGET_CONTEXT_PARAMETERS for key in model_keys)
+    checkpoint_reads = any(key in TARGET_CONTEXT_PARAMETERS for key in checkpoint_keys)
+    if checkpoint_reads and not model_reads:
+        raise ValueError(
+            "the checkpoint was trained with target-side context (--target-context-size > 0) but the task has "
+            "--target-context-size 0; pass the --target-context-size the model was trained with"
+        )
+    if model_reads and not checkpoint_reads:
+        raise ValueError(
+            "the checkpoint was trained without target-side context but the task has --target-context-size > 0; "
+            "use --target-context-size 0 with this checkpoint"
         )
