@@ -22,8 +22,10 @@ $(VENV)/.installed: setup.py
 demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/context_mt/demo.sh
 
+# Two workers (the suite's processes use one thread each); --dist loadfile keeps each test file on
+# one worker, so a module's trained fixtures are trained once.
 test: setup
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 test-full: setup
 	$(BIN)/python -m pytest -q -m full_matrix tests
