@@ -186,7 +186,7 @@ def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
     into consecutive batches (rows shuffled): each sentence reads exactly the outputs of its
     previous two sentences, nearest first, and nothing is kept afterwards."""
     from fairseq_ctx.context.data.own_translations import OwnTranslations
-    from fairseq_ctx.context.data.target_context import target_context_sentence
+    from fairseq_ctx.context.data.target_context import context_sentence
 
     boc, eos, pad, size = 3, 2, 1, 2
     lengths = [5, 1, 3]
@@ -201,7 +201,7 @@ def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
     order = sorted(keys, key=lambda k: (positions[k], k))
     generator = torch.Generator().manual_seed(0)
     for cuts in ([], [3], [1, 4, 6], list(range(1, len(order)))):
-        store = OwnTranslations(lambda t: target_context_sentence(torch.tensor(t), boc, eos, 10), size, pad, True)
+        store = OwnTranslations(lambda t: context_sentence(torch.tensor(t), boc, eos, 10), size, pad, True)
         received = {}
 
         def run(sample, prefix, constraints):

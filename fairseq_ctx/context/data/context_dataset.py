@@ -7,7 +7,7 @@ import torch
 from fairseq.data import LanguagePairDataset, data_utils
 
 from fairseq_ctx.context.data.docids import document_positions
-from fairseq_ctx.context.data.target_context import collate_target_context, target_context_sentence
+from fairseq_ctx.context.data.target_context import collate_target_context, context_sentence
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 
 logger = logging.getLogger(__name__)
@@ -122,11 +122,7 @@ class ContextTranslationDataset(LanguagePairWrapper):
         return int(((sizes + 1 > self.max_context_tokens) & used_as_context).sum())
 
     def context_sentence(self, index: int) -> torch.Tensor:
-        tokens = self.pair.src[index]
-        sentence = torch.cat([tokens.new_tensor([self.boc_index]), tokens])
-        if sentence.numel() > self.max_context_tokens:
-            sentence = torch.cat([sentence[: self.max_context_tokens - 1], sentence.new_tensor([self.eos_index])])
-        return sentence
+        return context_sentence(self.pair.src[index], self.boc_index, self.eos_index, self.max_context_tokens)
 
     def context_ids(self, index: int) -> List[int]:
         return [index - offset for offset in range(1, int(self.num_context[index]) + 1)]
@@ -138,8 +134,8 @@ class ContextTranslationDataset(LanguagePairWrapper):
     def target_context_of(self, index: int) -> torch.Tensor:
         """The reference translation of example ``index`` as a target context sentence."""
         tgt_dict = self.pair.tgt_dict
-        return target_context_sentence(self.pair.tgt[index], self.target_boc_index, tgt_dict.eos(),
-                                       self.max_context_tokens)
+        return context_sentence(self.pair.tgt[index], self.target_boc_index, tgt_dict.eos(),
+                                self.max_context_tokens)
 
     def __getitem__(self, index: int) -> Dict:
         item = self.pair[index]

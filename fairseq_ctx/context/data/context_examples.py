@@ -10,7 +10,7 @@ from fairseq.data import Dictionary, LanguagePairDataset
 
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.own_translations import OwnTranslations
-from fairseq_ctx.context.data.target_context import collate_target_context, target_context_sentence
+from fairseq_ctx.context.data.target_context import collate_target_context, context_sentence
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 
 
@@ -98,7 +98,7 @@ class ExampleCollater:
 
     def target_context_sentence(self, tokens: Sequence[int]) -> torch.Tensor:
         """A previous target sentence (token ids ending in ``</s>``) as it is collated."""
-        return target_context_sentence(torch.tensor(tokens, dtype=torch.long), self.target_boc_index,
+        return context_sentence(torch.tensor(tokens, dtype=torch.long), self.target_boc_index,
                                        self.tgt_dict.eos(), self.max_context_tokens)
 
 

@@ -15,8 +15,9 @@ import torch
 from fairseq.data import data_utils
 
 
-def target_context_sentence(tokens: torch.Tensor, boc_index: int, eos_index: int, max_tokens: int) -> torch.Tensor:
-    """``[<boc>] + tokens`` (``tokens`` end in ``</s>``), cut to ``max_tokens`` keeping a final ``</s>``."""
+def context_sentence(tokens: torch.Tensor, boc_index: int, eos_index: int, max_tokens: int) -> torch.Tensor:
+    """A context sentence of either side as the batches carry it: ``[<boc>] + tokens`` (``tokens``
+    end in ``</s>``), cut to ``max_tokens`` keeping a final ``</s>``."""
     sentence = torch.cat([tokens.new_tensor([boc_index]), tokens.long()])
     if sentence.numel() > max_tokens:
         sentence = torch.cat([sentence[: max_tokens - 1], sentence.new_tensor([eos_index])])
@@ -27,7 +28,7 @@ def collate_target_context(rows: Sequence[Sequence[Hashable]], sentence_of: Call
                            size: int, pad_index: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(target_context_tokens, target_context_index)`` for a batch whose row b has the previous
     target sentences ``rows[b]`` (keys, nearest first; only the first ``size`` are used);
-    ``sentence_of(key)`` gives the collated sentence (:func:`target_context_sentence`). A key
+    ``sentence_of(key)`` gives the collated sentence (:func:`context_sentence`). A key
     occurring in several rows is stored once."""
     unique: Dict[Hashable, int] = {}
     index = torch.full((len(rows), size), -1, dtype=torch.long)
