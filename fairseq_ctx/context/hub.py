@@ -31,7 +31,7 @@ class DocumentTranslator:
         self.task = task
         self.models = models
         self.src_dict, self.tgt_dict = task.source_dictionary, task.target_dictionary
-        self.context_size = int(getattr(task.cfg, "context_size", 0))
+        self.context_size = task.cfg.context_size
         self.target_context_size = task.cfg.target_context_size
         self.spm = SentencePieceCodec(spm_model) if spm_model else None
         self.generator = task.build_generator(
