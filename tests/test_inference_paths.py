@@ -122,7 +122,8 @@ def test_interactive_constraints_with_context_are_refused(tiny_data, hmce_dir, t
 
     source = tmp_path / "constrained.en"
     source.write_text("it is small .\tist\n", encoding="utf-8")
-    with pytest.raises(ContextUnavailableError, match="--constraints is not supported with --context-size > 0"):
+    refusal = r"--constraints is not supported with document context \(--context-size or --target-context-size > 0\)"
+    with pytest.raises(ContextUnavailableError, match=refusal):
         run_fairseq_cli(fairseq_interactive.cli_main, [
             str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--constraints",
             "--path", str(hmce_dir / "checkpoint_last.pt"), "--input", str(source), "--cpu",

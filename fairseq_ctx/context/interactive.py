@@ -103,8 +103,9 @@ class InteractiveDocuments:
             )
         if constraints is not None:
             raise ContextUnavailableError(
-                "context_translation: fairseq-interactive --constraints is not supported with --context-size > 0; "
-                "translate without --constraints, or use --context-size 0 with a sentence-level model"
+                "context_translation: fairseq-interactive --constraints is not supported with document context "
+                "(--context-size or --target-context-size > 0); translate without --constraints, or use a "
+                "sentence-level model (--context-size 0 --target-context-size 0)"
             )
         kept = [number for number, example in enumerate(pending) if example is not None]
         for number in kept:
