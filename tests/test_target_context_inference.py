@@ -14,6 +14,8 @@ from conftest import USER_DIR, run_fairseq_cli
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
 from fairseq_ctx.context.contrastive.scoring import evaluate
+from fairseq_ctx.context.cxmi import cxmi
+from fairseq_ctx.context.data.context_examples import Example
 from fairseq_ctx.context.data.own_translations import MissingTargetContextError
 from test_inference_paths import train
 
@@ -179,6 +181,30 @@ def test_contrastive_scoring_passes_each_candidates_previous_translation(transla
     assert sorted(received) == sorted(["er ist klein .", "sie ist klein ."] * 2)
     scores = [example["scores"] for example in result["examples"]]
     assert scores[0][0] != scores[0][1]  # same target, different previous translations: the model reads them
+
+
+def test_cxmi_reads_the_reference_target_context_and_masks_it(translator, documents, tiny_data):
+    """CXMI (Fernandes et al. 2021) of a target-context model: log p(y | x, C) with C the previous
+    source and *reference* target sentences, against log p(y | x) with both masked; the same
+    numbers as scoring each sentence alone with that context given explicitly."""
+    text = (tiny_data.parent / "raw" / "test.de").read_text(encoding="utf-8")
+    references = [block.splitlines() for block in text.strip("\n").split("\n\n")]
+    with_context, masked = [], []
+    for sources, targets in zip(documents, references):
+        for i, (source, target) in enumerate(zip(sources, targets)):
+            x, y = translator.encode_source(source), translator.encode_target(target)
+            context = [translator.encode_source(s) for s in reversed(sources[:i])]
+            target_context = [translator.encode_target(t) for t in reversed(targets[:i])]
+            with_context.append(Example(x, context, y, target_context))
+            masked.append(Example(x, target=y))
+    result = cxmi(translator, "test")
+    rows = result["per_sentence"]
+    assert len(rows) == len(with_context)
+    expected_with = [float(scores.double().sum()) for scores in translator.score_examples(with_context)]
+    expected_masked = [float(scores.double().sum()) for scores in translator.score_examples(masked)]
+    assert [row[2] for row in rows] == pytest.approx(expected_with, abs=1e-3)
+    assert [row[3] for row in rows] == pytest.approx(expected_masked, abs=1e-3)
+    assert result["cxmi"] != 0.0
 
 
 def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():

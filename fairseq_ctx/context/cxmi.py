@@ -2,21 +2,34 @@
 model: for every sentence of a binarized split, log p(y | x, C) with its context minus
 log p(y | x) with the context masked (all context slots empty, the model's document-initial
 behaviour), each the sum of the reference's token log-probabilities (natural log). A model
-trained with ``--context-size 0`` gets exactly 0."""
+trained with ``--context-size 0`` gets exactly 0. For a model reading target context
+(``--target-context-size`` > 0) the context C is the previous source sentences and the previous
+*reference* target sentences, as Fernandes et al. (2021) define it, and masking empties both."""
 from typing import Dict, List
 
 import torch
 from fairseq import utils
 
+from fairseq_ctx.context.data.own_translations import OWN_OUTPUT_KEYS
 from fairseq_ctx.core.progress import progress
+
+CONTEXT_ENTRIES = (("context_index", "context_tokens"), ("target_context_index", "target_context_tokens"))
+
+
+def with_reference_context(sample: Dict) -> Dict:
+    """The batch as the dataset collated it, reference target context included: without the keys
+    that make the task replace it by the model's own previous translations."""
+    return {name: value for name, value in sample.items() if name not in OWN_OUTPUT_KEYS}
 
 
 def mask_context(sample: Dict) -> Dict:
-    """The same batch with every context slot empty (no change for sentence-level batches)."""
+    """The same batch with every source and target context slot empty (no change for
+    sentence-level batches)."""
     net_input = dict(sample["net_input"])
-    if "context_index" in net_input:
-        net_input["context_index"] = torch.full_like(net_input["context_index"], -1)
-        net_input["context_tokens"] = net_input["context_tokens"][:0]
+    for index, tokens in CONTEXT_ENTRIES:
+        if index in net_input:
+            net_input[index] = torch.full_like(net_input[index], -1)
+            net_input[tokens] = net_input[tokens][:0]
     return {**sample, "net_input": net_input}
 
 
@@ -38,6 +51,7 @@ def cxmi(translator, split: str = "test", batch_size: int = 32) -> Dict:
     for sample in progress(iterator, total=len(iterator), desc="cxmi", unit="batch"):
         if translator.device.type == "cuda":
             sample = utils.move_to_cuda(sample)
+        sample = with_reference_context(sample)
         with_context = sentence_log_probs(translator, sample)
         masked = sentence_log_probs(translator, mask_context(sample))
         lengths = sample["target"].ne(task.target_dictionary.pad()).sum(dim=1).tolist()

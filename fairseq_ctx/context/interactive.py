@@ -24,7 +24,7 @@ import torch
 from fairseq.data import LanguagePairDataset
 
 from fairseq_ctx.context.data.context_examples import Example, ExampleCollater, ExampleDataset, RunningContext
-from fairseq_ctx.context.data.own_translations import OwnTranslations
+from fairseq_ctx.context.data.own_translations import OWN_OUTPUT_KEYS, OwnTranslations
 
 CONTEXT_INTERFACES = (
     "translate raw text with fairseq_ctx.context.hub.load(CHECKPOINT) (or the model class's from_pretrained), "
@@ -154,6 +154,5 @@ class InteractiveDocuments:
             )
         net_input = {name: value.to(src_tokens.device) for name, value in batch["net_input"].items()}
         net_input.update(sample["net_input"])
-        history = {name: batch[name] for name in ("target_context_key", "target_context_ids", "target_context_users")
-                   if name in batch}
+        history = {name: batch[name] for name in OWN_OUTPUT_KEYS if name in batch}
         return {**sample, **history, "net_input": net_input}

@@ -18,7 +18,8 @@ import torch
 from fairseq_ctx.context.data.target_context import collate_target_context
 
 ROW_KEYS = ("src_tokens", "src_lengths", "prev_output_tokens", "context_index", "document_index")
-TOP_ROW_KEYS = ("id", "target", "target_context_key", "target_context_ids", "target_context_users")
+OWN_OUTPUT_KEYS = ("target_context_key", "target_context_ids", "target_context_users")  # the batch keys described above
+TOP_ROW_KEYS = ("id", "target", *OWN_OUTPUT_KEYS)
 
 Run = Callable[[Dict, Optional[torch.Tensor], Optional[torch.Tensor]], List]
 
