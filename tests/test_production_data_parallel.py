@@ -8,7 +8,10 @@ import json
 
 import pytest
 
-from production_matrix import TASK_FIXTURES, arch_params, finish, free_port, per_update, rank_runner, start, train_args
+from conftest import TINY_MODEL, USER_DIR
+from production_matrix import (
+    TASK_FIXTURES, arch_params, fairseq_train, finish, free_port, per_update, rank_runner, start, train_args,
+)
 
 UPDATES = 3
 TOLERANCE = 2e-3  # fairseq's JSON log rounds losses to 3 decimals
@@ -47,3 +50,24 @@ def test_two_ranks_agree_and_match_one_process_with_update_freq_2(task, arch, re
         assert rank_prints[0][update]["params_sha1"] == rank_prints[1][update]["params_sha1"], update
     for update, record in fingerprints(single_log).items():
         assert record["params_without_grad"] == [], (update, record["params_without_grad"])
+
+
+def test_eval_bleu_with_target_context_on_two_ranks_is_refused_before_training(tiny_data, tmp_path):
+    """Validation BLEU with target context decodes each document from the model's own previous
+    translations, which two processes validating alternate batches cannot do: both refuse at model
+    build, before any update."""
+    port = free_port()
+    common = [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--arch", "hmce", *TINY_MODEL,
+              "--context-size", "1", "--target-context-size", "1", "--eval-bleu", "--criterion",
+              "label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "300",
+              "--max-update", "4", "--seed", "1", "--cpu", "--num-workers", "0", "--no-save", "--log-format", "simple",
+              "--log-interval", "1", "--distributed-backend", "gloo", "--distributed-world-size", "2",
+              "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn", "--ddp-backend",
+              "legacy_ddp"]
+    ranks = [start(fairseq_train([*common, "--distributed-rank", str(rank)])) for rank in (0, 1)]
+    for process in ranks:
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode != 0
+        assert ("ValueError: context_translation: --eval-bleu with --target-context-size 1 decodes each validation "
+                "sentence after its document's previous sentences") in output
+        assert "num_updates" not in output

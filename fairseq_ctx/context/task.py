@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from fairseq import utils
+from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
@@ -159,6 +160,7 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
                 f"read target-side context (--target-context-size {self.cfg.target_context_size}): use hce, hmce "
                 f"or ctx_concat, or --target-context-size 0"
             )
+        self.check_validation_bleu()
         if isinstance(model, ContextTransformerModel):
             needs = model.configure_context(not self.cfg.no_context_cache, self.cfg.document_window)
             self.count_context_tokens, self.document_span = needs.count_context_tokens, needs.document_span
@@ -168,6 +170,19 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
         if checkpoint and not from_checkpoint:
             model.load_sentence_checkpoint(checkpoint, (self.cfg.source_lang, self.cfg.target_lang))
         return model
+
+    def check_validation_bleu(self) -> None:
+        """--eval-bleu with target context decodes each validation document from the model's own
+        previous translations, so every document must be decoded by one process."""
+        workers = distributed_utils.get_data_parallel_world_size()
+        if self.cfg.eval_bleu and self.cfg.target_context_size > 0 and workers > 1:
+            raise ValueError(
+                f"context_translation: --eval-bleu with --target-context-size {self.cfg.target_context_size} "
+                f"decodes each validation sentence after its document's previous sentences, from the model's own "
+                f"translations, but the {workers} training processes each validate a share of the batches. Drop "
+                f"--eval-bleu (the validation loss is still computed) and score the saved checkpoints with one "
+                f"fairseq-generate process, or train on one process"
+            )
 
     def example_collater(self) -> ExampleCollater:
         """Collates sentences with an explicitly given context into this task's batch format."""
