@@ -42,8 +42,9 @@ def markdown(rows: List[dict], run: dict) -> str:
     base = next((r["bleu"] for r in rows if r["second_source"] is None), None)
     machine = run["machine"]
     total = sum(r["train_wall_s"] + r["eval_wall_s"] for r in rows)
+    pairs = ", ".join(sorted({r["pair"] for r in rows if r["second_source"]})) or "none run yet"
     lines = [
-        "# Multi30k: a second source language (en+fr→de, en+cs→de) against text-only en→de",
+        f"# Multi30k: a second source language ({pairs}) against text-only en→de",
         "",
         f"Date: {run['date']}. Machine: {machine['cpu_cores']} CPU cores ({machine['torch_threads']} torch threads), "
         f"GPU: {machine['gpu']}; torch {machine['torch']}, {machine['platform']}.",
