@@ -14,7 +14,7 @@ import torch
 RECIPE_DIR = Path(__file__).resolve().parents[1] / "examples" / "context_mt"
 NOUNS = [("table", "table", "elle"), ("car", "voiture", "elle"), ("book", "livre", "il"), ("tree", "arbre", "il"),
          ("house", "maison", "elle"), ("dog", "chien", "il")]
-MODELS = ["sentence", "hmce", "hce", "ctx_concat", "dat", "han", "dct", "hmce_target"]
+MODELS = ["sentence", "sentence_scat", "hmce", "hce", "ctx_concat", "dat", "han", "dct", "hmce_target"]
 
 
 def write_scat(directory: Path, split: str, count: int, rng: random.Random) -> None:
@@ -63,7 +63,8 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
             "--out", str(out), "--sentence-updates", "2", "--context-updates", "1", "--embed-dim", "16",
             "--ffn-dim", "32", "--layers", "1", "--heads", "2", "--spm-vocab", "60", "--beam", "1",
             "--max-tokens", "2000", "--log-interval", "1"]
-    with caplog.at_level("INFO", logger="fairseq_ctx.context.sentence_init"):
+    with caplog.at_level("INFO", logger="fairseq_ctx.context.sentence_init"), \
+            caplog.at_level("INFO", logger="fairseq.checkpoint_utils"):
         recipe.main(argv)
 
     # stage 2: every context model starts from the whole stage-1 transformer
@@ -78,8 +79,11 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
     for row in result["rows"]:
         assert 0.0 <= row["contrastive_accuracy"] <= 1.0 and 0.0 <= row["bleu"] <= 100.0
         assert row["contrastive_total"] == 20 and row["updates"] == (2 if row["model"] == "sentence" else 1)
-    assert [row["context_size"] for row in result["rows"]] == [0, 1, 1, 1, 1, 1, 1, 1]
-    assert [row["target_context_size"] for row in result["rows"]] == [0, 0, 0, 0, 0, 0, 0, 1]
+    assert [row["context_size"] for row in result["rows"]] == [0, 0, 1, 1, 1, 1, 1, 1, 1]
+    assert [row["target_context_size"] for row in result["rows"]] == [0, 0, 0, 0, 0, 0, 0, 0, 1]
+    # the no-context control continues from stage 1 (fairseq's --finetune-from-model) on the SCAT lines
+    stage_one = tmp_path / "work/models/sentence/checkpoints/checkpoint_last.pt"
+    assert any(f"loading pretrained model from {stage_one}" in r.getMessage() for r in caplog.records)
     table = [line for line in (out / "scat_en_fr.md").read_text().splitlines() if line.startswith("| ")]
     assert [line.split(" | ")[0][2:] for line in table[1:]] == MODELS
     assert "source + own target" in table[-1]
@@ -96,7 +100,7 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
     assert checkpoint.stat().st_mtime_ns == stamp
     rerun = json.loads((out / "scat_en_fr.json").read_text())
     assert [row["model"] for row in rerun["rows"]] == ["sentence", "hmce"]
-    assert rerun["rows"][1]["contrastive_accuracy"] == result["rows"][1]["contrastive_accuracy"]
+    assert rerun["rows"][1]["contrastive_accuracy"] == result["rows"][2]["contrastive_accuracy"]
 
 
 def test_recipe_names_missing_data_before_any_work(recipe, tmp_path):

@@ -8,7 +8,7 @@ import platform
 import shlex
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 from fairseq_ctx.core.generate_output import read_generate_lines
 
@@ -48,7 +48,7 @@ def table(rows: Sequence[Dict]) -> List[str]:
     for r in rows:
         support = r.get("support", {})
         by_support = " / ".join(f"{support[k]['accuracy']:.3f}" if k in support else "–" for k in ("context", "current"))
-        context = ("none" if r["context_size"] == 0 else
+        context = ("none" if r["model"] == "sentence" else "none (stage 2 on SCAT lines)" if r["context_size"] == 0 else
                    "1 segment (source + own target)" if r.get("target_context_size") else "1 segment (source)")
         lines.append(f"| {r['model']} | {context} | {r['updates']} | {r['contrastive_accuracy']:.3f} "
                      f"({r['contrastive_correct']}/{r['contrastive_total']}) | {by_support} | {r['bleu']:.2f} | "
@@ -57,21 +57,26 @@ def table(rows: Sequence[Dict]) -> List[str]:
     return lines
 
 
-def observed(sentence: Dict, context_rows: Sequence[Dict]) -> str:
+def observed(baseline: Dict, context_rows: Sequence[Dict]) -> str:
+    """Which context models are above ``baseline`` on contrastive accuracy, as a sentence."""
     if not context_rows:
         return "No context model has finished yet."
-    above = [r["model"] for r in context_rows if r["contrastive_accuracy"] > sentence["contrastive_accuracy"]]
-    level = f"the sentence-level model ({sentence['contrastive_accuracy']:.3f})"
+    above = [r["model"] for r in context_rows if r["contrastive_accuracy"] > baseline["contrastive_accuracy"]]
+    level = f"{baseline['model']} ({baseline['contrastive_accuracy']:.3f})"
     if len(above) == len(context_rows):
-        return f"In this run every context model is above {level}."
+        return f"Every context model is above {level}."
     if above:
-        return f"In this run {', '.join(above)} (of {len(context_rows)}) are above {level}."
-    return f"In this run no context model is above {level}."
+        return f"{', '.join(above)} (of {len(context_rows)}) are above {level}."
+    return f"No context model is above {level}."
+
+
+def split_rows(rows: Sequence[Dict]) -> Tuple[List[Dict], List[Dict]]:
+    """(sentence-level rows: stage 1 and its continuation on SCAT without context, context rows)."""
+    return [r for r in rows if r["context_size"] == 0], [r for r in rows if r["context_size"] > 0]
 
 
 def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str], total_seconds: float) -> str:
-    sentence = rows[0]
-    context_rows = rows[1:]
+    baselines, context_rows = split_rows(rows)
     lines = [
         "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns",
         "",
@@ -81,7 +86,8 @@ def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str]
         f"shared embeddings, joint sentencepiece BPE {args.spm_vocab} (thesis size: 512 dims, 6+6 layers, 8 heads, "
         f"FFN 2048)",
         f"- Updates: stage 1 (sentence level, Multi30k + SCAT sentences) {args.sentence_updates}; stage 2 "
-        f"{args.context_updates} per context model (SCAT with its context line, initialised from stage 1); "
+        f"{args.context_updates} per stage-2 model (SCAT with its context line, initialised from stage 1; "
+        f"sentence_scat: the same lines without context); "
         f"--max-tokens {args.max_tokens}, lr {args.lr}, seed {args.seed}",
         f"- Wall time: total {minutes(total_seconds)} (data preparation, training and evaluation of the models "
         f"of this run; models finished in an earlier run count with their own times below)",
@@ -97,8 +103,8 @@ def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str]
         "- evaluated checkpoint: checkpoint_last.pt (fixed budget, no selection on the evaluation set);",
         "- train / evaluate: wall time of fairseq-train / of generate + score + contrastive.",
         "",
-        "Expected direction: context models above the sentence-level model on contrastive accuracy. "
-        + observed(sentence, context_rows),
+        "Expected direction: context models above the sentence-level model on contrastive accuracy. In this run: "
+        + " ".join(observed(baseline, context_rows) for baseline in baselines),
         "",
         "![SCAT results](scat_en_fr.png)",
         "",
@@ -112,11 +118,12 @@ def plot(rows: Sequence[Dict], destination: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sentence, context_rows = rows[0], rows[1:]
+    baselines, context_rows = split_rows(rows)
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     for axis, (key, title) in zip(axes, (("contrastive_accuracy", "SCAT contrastive accuracy"), ("bleu", "BLEU"))):
         axis.bar([r["model"] for r in context_rows], [r[key] for r in context_rows], color="#4c72b0")
-        axis.axhline(sentence[key], color="#999999", linestyle="--", label="sentence level")
+        for baseline, style in zip(baselines, ("--", "-.")):
+            axis.axhline(baseline[key], color="#999999", linestyle=style, label=baseline["model"])
         if key == "contrastive_accuracy":
             axis.axhline(0.5, color="#cc4444", linestyle=":", label="chance (2 candidates)")
         axis.set_title(title)
