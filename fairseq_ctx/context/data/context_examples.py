@@ -99,7 +99,7 @@ class ExampleCollater:
     def target_context_sentence(self, tokens: Sequence[int]) -> torch.Tensor:
         """A previous target sentence (token ids ending in ``</s>``) as it is collated."""
         return context_sentence(torch.tensor(tokens, dtype=torch.long), self.target_boc_index,
-                                       self.tgt_dict.eos(), self.max_context_tokens)
+                                self.tgt_dict.eos(), self.max_context_tokens)
 
 
 class RunningContext:
