@@ -10,16 +10,9 @@ from typing import Dict, List
 import torch
 from fairseq import utils
 
-from fairseq_ctx.context.data.own_translations import OWN_OUTPUT_KEYS
 from fairseq_ctx.core.progress import progress
 
 CONTEXT_ENTRIES = (("context_index", "context_tokens"), ("target_context_index", "target_context_tokens"))
-
-
-def with_reference_context(sample: Dict) -> Dict:
-    """The batch as the dataset collated it, reference target context included: without the keys
-    that make the task replace it by the model's own previous translations."""
-    return {name: value for name, value in sample.items() if name not in OWN_OUTPUT_KEYS}
 
 
 def mask_context(sample: Dict) -> Dict:
@@ -51,7 +44,6 @@ def cxmi(translator, split: str = "test", batch_size: int = 32) -> Dict:
     for sample in progress(iterator, total=len(iterator), desc="cxmi", unit="batch"):
         if translator.device.type == "cuda":
             sample = utils.move_to_cuda(sample)
-        sample = with_reference_context(sample)
         with_context = sentence_log_probs(translator, sample)
         masked = sentence_log_probs(translator, mask_context(sample))
         lengths = sample["target"].ne(task.target_dictionary.pad()).sum(dim=1).tolist()

@@ -7,6 +7,7 @@ from typing import Optional
 
 from fairseq import utils
 from fairseq.distributed import utils as distributed_utils
+from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
@@ -225,7 +226,9 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
         --target-context-size > 0, a batch of a binarized split or of fairseq-interactive reads
         the model's own translations of the previous sentences as target context
         (:class:`OwnTranslations`); batches collated from given examples (the hub, contrastive
-        scoring) keep the target context they were given."""
+        scoring), and every batch scored rather than decoded (a :class:`SequenceScorer`:
+        ``--score-reference``, CXMI), keep the target context they were given: for a binarized
+        split, the references."""
         own = self.own_outputs
         if self.reads_documents and "context_index" not in sample["net_input"]:
             sample = self.interactive_documents().restore_context(sample)
@@ -237,7 +240,8 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
             return super(ContextTranslationTask, self).inference_step(
                 generator, models, part, prefix_tokens=prefix, constraints=constrained)
 
-        if self.cfg.target_context_size > 0 and "target_context_key" in sample:
+        decoding = not isinstance(generator, SequenceScorer)
+        if self.cfg.target_context_size > 0 and "target_context_key" in sample and decoding:
             return own.generate(sample, run, prefix_tokens, constraints)
         return run(sample, prefix_tokens, constraints)
 
