@@ -273,6 +273,16 @@ def test_other_archs_refuse_target_context(tiny_data, arch):
 
 
 @pytest.mark.parametrize("arch", READERS)
+def test_a_batch_without_target_context_keys_is_refused_not_run_as_document_initial(tiny_data, arch):
+    task, model, _ = build_with_target_context(tiny_data, arch, 2)
+    net_input = sample_with(task, INDICES, SLOTS)["net_input"]
+    source_only = {k: v for k, v in net_input.items() if not k.startswith("target_")}
+    with pytest.raises(ValueError, match=r"reads --target-context-size 2 .* batch has no target_context_index.*"
+                                         r"context_translation task.*filled with -1"):
+        model(**source_only)
+
+
+@pytest.mark.parametrize("arch", READERS)
 def test_beam_search_over_a_batch_equals_one_sentence_at_a_time(tiny_data, arch):
     from argparse import Namespace
 

@@ -60,7 +60,7 @@ class ConcatContextEncoder(ContextEncoderBase):
         target_context_index: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
         """``target_context_tokens`` (V, Lt) / ``target_context_index`` (B, M): the previous target
-        sentences (target dictionary), read with --target-context-size > 0; missing = none."""
+        sentences (target dictionary), read with --target-context-size > 0 (required then; all -1 = none)."""
         out = super().forward(src_tokens, src_lengths, context_tokens, context_index, return_all_hiddens,
                               token_embeddings, context_source_row, document_index)
         if self.target_context_size > 0:

@@ -304,7 +304,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
     ) -> Tuple[Tensor, Tensor]:
         """The target-side slots (M, B, C) and their mask (B, M) (:class:`TargetContext`);
         ``target_context_tokens`` (V, Lt) rows ``[<boc>] + sentence`` in the target dictionary,
-        ``target_context_index`` (B, M), -1 = empty slot; missing = every slot empty."""
+        ``target_context_index`` (B, M), -1 = empty slot (required: :meth:`TargetContext.check_slots`)."""
         self.target_context.check_slots(target_context_index)
         tokens, index = context_or_placeholder(src_tokens, target_context_tokens, target_context_index,
                                                self.dictionary.eos())

@@ -54,8 +54,16 @@ class TargetContext(nn.Module):
 
 
 def check_target_slots(target_context_index: Optional[Tensor], size: int) -> None:
-    """``target_context_index`` (B, M') must have M' <= ``size`` (the model's --target-context-size)."""
-    if target_context_index is not None and target_context_index.size(1) > size:
+    """A model built with --target-context-size ``size`` > 0 needs ``target_context_index``
+    (B, M'), M' <= ``size``: a batch without it would silently run every sentence as
+    document-initial."""
+    if target_context_index is None:
+        raise ValueError(
+            f"the model reads --target-context-size {size} previous target sentences but the batch has no "
+            f"target_context_index/target_context_tokens; batch with the context_translation task (it adds them), "
+            f"or pass target_context_index filled with -1 and target_context_tokens with 0 rows for no target context"
+        )
+    if target_context_index.size(1) > size:
         raise ValueError(
             f"the batch gives {target_context_index.size(1)} previous target sentences per example but the "
             f"model was built with --target-context-size {size}; use the task with the model's --target-context-size"
