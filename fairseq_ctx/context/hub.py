@@ -13,7 +13,7 @@ M sentences of the document (Voita et al. (2019)).
 """
 import os
 from argparse import Namespace
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import torch
 from fairseq import utils
@@ -21,6 +21,7 @@ from fairseq import utils
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 from fairseq_ctx.core.tool_loading import load_models
 from fairseq_ctx.context.data.context_examples import Example, RunningContext
+from fairseq_ctx.context.data.own_translations import own_output_keys
 
 
 class DocumentTranslator:
@@ -40,6 +41,7 @@ class DocumentTranslator:
         self.scorer = task.build_generator(models, Namespace(score_reference=True))
         self.device = next(models[0].parameters()).device
         self.collate = task.example_collater()
+        self.next_key = 0  # own-output key of the next sentence translated with target context
 
     def encode(self, line: str, dictionary) -> torch.Tensor:
         line = self.spm.encode(line) if self.spm is not None else line.strip()
@@ -64,11 +66,16 @@ class DocumentTranslator:
         return utils.move_to_cuda(sample) if self.device.type == "cuda" else sample
 
     @torch.no_grad()
-    def translate_examples(self, examples: Sequence[Example]) -> List[torch.Tensor]:
-        """Best beam-search hypothesis (token ids, with ``</s>``) per example, in order."""
+    def translate_examples(self, examples: Sequence[Example],
+                           entries: Optional[Callable[[List[int]], Dict[str, torch.Tensor]]] = None
+                           ) -> List[torch.Tensor]:
+        """Best beam-search hypothesis (token ids, with ``</s>``) per example, in order;
+        ``entries(order)`` adds batch entries for the rows, ``order[row]`` = example position."""
         if not examples:
             return []
         sample = self.make_sample(examples)
+        if entries is not None:
+            sample.update(entries(sample["id"].tolist()))
         hypos = self.task.inference_step(self.generator, self.models, sample)
         out: List[Optional[torch.Tensor]] = [None] * len(examples)
         for row, number in enumerate(sample["id"].tolist()):
@@ -145,21 +152,28 @@ class DocumentTranslator:
             yield "" if document is None else self.decode(next(translations[document]))
 
     def translate_group(self, documents: Sequence[Sequence[torch.Tensor]]) -> List[List[torch.Tensor]]:
-        """Translate encoded documents together: sentence i of every document in one batch, its
-        source context the previous sentences of its document and its target context the
-        translations of the previous ``target_context_size`` ones (nearest first)."""
-        history = self.collate.history_size
-        outputs: List[List[torch.Tensor]] = [[] for _ in documents]
-        for position in range(max((len(d) for d in documents), default=0)):
-            active = [number for number, document in enumerate(documents) if position < len(document)]
-            examples = [Example(
-                documents[n][position],
-                list(reversed(documents[n][max(0, position - history):position])) if history else [],
-                target_context=list(reversed(outputs[n][max(0, position - self.target_context_size):position])),
-            ) for n in active]
-            for number, hypothesis in zip(active, self.translate_examples(examples)):
-                outputs[number].append(hypothesis.cpu())
-        return outputs
+        """Translate encoded documents together, as fairseq-generate decodes a binarized split:
+        one batch whose sentences carry their source context (the previous sentences of their
+        document) and the keys of their previous ``target_context_size`` sentences, whose
+        translations the task's :class:`~fairseq_ctx.context.data.own_translations.OwnTranslations`
+        passes as target context (sentence i of every document is decoded after sentence i-1)."""
+        history, size = self.collate.history_size, self.target_context_size
+        examples: List[Example] = []
+        keys: List[int] = []
+        previous: List[List[int]] = []
+        readers: List[int] = []
+        for document in documents:
+            first, self.next_key = self.next_key, self.next_key + len(document)
+            for position, source in enumerate(document):
+                context = list(reversed(document[max(0, position - history):position])) if history else []
+                examples.append(Example(source, context))
+                keys.append(first + position)
+                previous.append(list(range(first + position - 1, first + max(0, position - size) - 1, -1)))
+                readers.append(min(len(document) - 1 - position, size))
+        hypotheses = self.translate_examples(examples, lambda order: own_output_keys(
+            [keys[n] for n in order], [previous[n] for n in order], [readers[n] for n in order], size))
+        sentences = iter(hypotheses)
+        return [[next(sentences).cpu() for _ in document] for document in documents]
 
     def _flush(self, batch: List[Example], pending: List[Optional[int]]) -> Iterator[str]:
         hypotheses = self.translate_examples(batch)

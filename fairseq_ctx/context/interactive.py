@@ -24,7 +24,7 @@ import torch
 from fairseq.data import LanguagePairDataset
 
 from fairseq_ctx.context.data.context_examples import Example, ExampleCollater, ExampleDataset, RunningContext
-from fairseq_ctx.context.data.own_translations import OWN_OUTPUT_KEYS, OwnTranslations
+from fairseq_ctx.context.data.own_translations import OWN_OUTPUT_KEYS, OwnTranslations, own_output_keys
 
 CONTEXT_INTERFACES = (
     "translate raw text with fairseq_ctx.context.hub.load(CHECKPOINT) (or the model class's from_pretrained), "
@@ -127,13 +127,8 @@ class InteractiveDocuments:
         """Keep a collated batch for :meth:`restore_context`, with the keys of its lines and of their
         previous lines when the model reads its own previous translations."""
         if self.own_outputs is not None:
-            rows = [self.history[n] for n in batch["id"].tolist()]
-            size = self.target_context_size
-            batch["target_context_key"] = torch.tensor([key for key, _, _, _ in rows], dtype=torch.long)
-            batch["target_context_ids"] = torch.tensor(
-                [previous + [-1] * (size - len(previous)) for _, previous, _, _ in rows], dtype=torch.long
-            ).view(len(rows), size)
-            batch["target_context_users"] = torch.tensor([users for _, _, users, _ in rows], dtype=torch.long)
+            keys, previous, readers, _ = zip(*[self.history[n] for n in batch["id"].tolist()])
+            batch.update(own_output_keys(keys, previous, readers, self.target_context_size))
         self.batches.append(batch)
 
     def restore_context(self, sample: Dict) -> Dict:

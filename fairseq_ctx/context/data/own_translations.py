@@ -24,6 +24,19 @@ TOP_ROW_KEYS = ("id", "target", *OWN_OUTPUT_KEYS)
 Run = Callable[[Dict, Optional[torch.Tensor], Optional[torch.Tensor]], List]
 
 
+def own_output_keys(keys: Sequence[int], previous: Sequence[Sequence[int]], readers: Sequence[int],
+                    size: int) -> Dict[str, torch.Tensor]:
+    """The batch entries :data:`OWN_OUTPUT_KEYS` of rows with these ``keys``, the keys of their
+    previous target sentences (nearest first, at most ``size``) and how many later sentences
+    read each row."""
+    return {
+        "target_context_key": torch.tensor(list(keys), dtype=torch.long),
+        "target_context_ids": torch.tensor([list(p) + [-1] * (size - len(p)) for p in previous],
+                                           dtype=torch.long).view(len(keys), size),
+        "target_context_users": torch.tensor(list(readers), dtype=torch.long),
+    }
+
+
 class MissingTargetContextError(RuntimeError):
     """A sentence needs the translation of a previous sentence that was not decoded before it."""
 
