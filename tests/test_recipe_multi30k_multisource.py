@@ -2,6 +2,7 @@
 on a small 4-way parallel fixture in Multi30k's layout: every model trains a few updates, is
 decoded, scored and attacked, and the results files hold one row per model and pair."""
 import json
+import logging
 import math
 import random
 import sys
@@ -141,3 +142,20 @@ def test_sentencepiece_segmentation_is_deterministic_and_lossless(recipe, tmp_pa
             # removing the pieces (fairseq's --post-process sentencepiece) gives back the tokenised text
             restored = [line.replace(" ", "").replace("\u2581", " ").strip() for line in pieces.splitlines()]
             assert restored == (data / f"{stem}.lc.norm.tok.{lang}").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_resumed_run_keeps_the_validations_logged_before_it_stopped(recipe, tmp_path):
+    log = tmp_path / "train.log"
+
+    def validation(updates: int, bleu: float) -> str:
+        return f"epoch 001 | valid on 'valid' subset | loss 7.0 | bleu {bleu} | num_updates {updates}"
+
+    logger = logging.getLogger("recipe_test")
+    logger.setLevel(logging.INFO)
+    with recipe.captured_log(log):
+        logger.info(validation(200, 2.9))
+        logger.info(validation(400, 6.7))
+    with recipe.captured_log(log):  # resumed from the checkpoint of update 200
+        logger.info(validation(400, 6.9))
+        logger.info(validation(600, 16.0))
+    assert recipe.valid_curve(log.read_text()) == [[200, 2.9], [400, 6.9], [600, 16.0]]

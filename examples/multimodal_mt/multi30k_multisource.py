@@ -259,20 +259,23 @@ def score_step(generated: Path, reference: str, out: Path) -> Step:
 
 
 def valid_curve(log_text: str) -> List[List[float]]:
-    """(updates, greedy validation BLEU) for every validation in a fairseq-train log."""
-    curve = []
+    """(updates, greedy validation BLEU) for every validation in a fairseq-train log, in update
+    order; an update validated again (training resumed from an earlier checkpoint) keeps its last
+    value."""
+    curve: Dict[int, float] = {}
     for line in log_text.splitlines():
         if "valid on 'valid' subset" in line:
             bleu, updates = re.search(r"\| bleu ([\d.]+)", line), re.search(r"\| num_updates (\d+)", line)
             if bleu and updates:
-                curve.append([int(updates.group(1)), float(bleu.group(1))])
-    return curve
+                curve[int(updates.group(1))] = float(bleu.group(1))
+    return [[updates, bleu] for updates, bleu in sorted(curve.items())]
 
 
 @contextlib.contextmanager
 def captured_log(path: Path):
-    """Copy every log record of the enclosed steps to ``path``."""
-    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    """Append every log record of the enclosed steps to ``path`` (a resumed training run keeps the
+    validations logged before it stopped)."""
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
