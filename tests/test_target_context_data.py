@@ -12,6 +12,7 @@ from fairseq.data import Dictionary
 from conftest import build, parse_cfg
 from fairseq_ctx.context.data.context_examples import Example
 from fairseq_ctx.context.data.docids import DocumentIdError, read_docids
+from fairseq_ctx.context.interactive import InteractiveDocuments
 from fairseq_ctx.context.task import ContextTranslationConfig, ContextTranslationTask
 
 
@@ -146,6 +147,21 @@ def test_collater_takes_the_first_m_given_target_sentences_nearest_first(tiny_da
             for slot, u in enumerate(index[row].tolist())] == [True, True]
     assert index[1 - row].tolist() == [-1, -1] and tokens.size(0) == 2
     assert "target_context_key" not in batch  # given target context is kept at inference
+
+
+
+def test_interactive_token_budget_counts_the_previous_lines_as_target_context(tiny_data):
+    task, _ = setup(tiny_data, ["--target-context-size", "2", "--context-size", "0"])
+    documents = InteractiveDocuments(task.example_collater())
+    lines = ["a b .", "c d e f .", "g .", "", "h i ."]
+    tokens = [task.src_dict.encode_line(line, add_if_not_exist=False).long() for line in lines]
+    documents.read_buffer(lines, tokens)
+    dataset = documents.build_dataset(tokens, [len(t) for t in tokens], None, task)
+    length = [len(t) for t in tokens]
+    # each previous line of the document counts as long as its source, plus <boc>; a blank line ends the document
+    expected = [length[0], length[1] + length[0] + 1, length[2] + length[1] + 1 + length[0] + 1, length[4]]
+    assert [dataset.num_tokens(i) for i in range(len(dataset))] == expected
+    assert dataset.line_numbers == [0, 1, 2, 4]
 
 
 def test_document_order_counts_source_context_as_there_are_no_windows(tiny_data):

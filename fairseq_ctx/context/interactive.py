@@ -50,9 +50,10 @@ class InteractiveDocuments:
         self.own_outputs: Optional[OwnTranslations] = (
             collate.own_translations() if self.target_context_size > 0 else None)
         self.next_key = 0
-        self.document: List[Tuple[int, int]] = []  # (key, position) of the current document's last M lines
+        self.document: List[Tuple[int, int, int]] = []  # (key, position, length) of the document's last M lines
         self.position = 0
-        self.history: Dict[int, Tuple[int, List[int], int, int]] = {}  # buffer line -> key, previous, users, position
+        # buffer line -> key, previous keys, users, position, estimated target-context tokens
+        self.history: Dict[int, Tuple[int, List[int], int, int, int]] = {}
 
     def read_buffer(self, lines: Sequence[str], tokens: Sequence[torch.Tensor]) -> None:
         """Give every line of the buffer its context (``None`` marks a blank line)."""
@@ -62,18 +63,23 @@ class InteractiveDocuments:
             context = self.running.next(None if blank else source)
             self.pending.append(None if blank else Example(source, context))
         if self.own_outputs is not None:
-            self.history = self._target_history([example is None for example in self.pending])
+            self.history = self._target_history([len(source) if example is not None else None
+                                                 for source, example in zip(tokens, self.pending)])
 
-    def _target_history(self, blank: List[bool]) -> Dict[int, Tuple[int, List[int], int, int]]:
-        """Key, previous keys (nearest first), number of later readers and document position of
-        every line of the buffer. All earlier buffers are decoded: the hypotheses the current
-        document keeps get their exact remaining readers (or are forgotten) once it is known where
-        the document ends."""
-        size = self.target_context_size
+    def _target_history(self, lengths: List[Optional[int]]) -> Dict[int, Tuple[int, List[int], int, int, int]]:
+        """Key, previous keys (nearest first), number of later readers, document position and the
+        estimated tokens of the target context of every line of the buffer (``lengths``: its
+        lines' source lengths, None for a blank line). The target context is the model's own
+        translations, unknown when fairseq-interactive makes its batches, so ``--max-tokens`` counts
+        each previous translation as long as its source sentence (plus its ``<boc>``). All earlier
+        buffers are decoded: the hypotheses the current document keeps get their exact remaining
+        readers (or are forgotten) once it is known where the document ends."""
+        size, limit = self.target_context_size, self.collate.max_context_tokens
+        blank = [length is None for length in lengths]
         ends = [number for number, is_blank in enumerate(blank) if is_blank]
         continuing = ends[0] if ends else None
         last = self.position - 1
-        for key, position in self.document:
+        for key, position, _ in self.document:
             left = position + size - last
             self.own_outputs.expect(key, left if continuing is None else min(continuing, left))
         history = {}
@@ -83,9 +89,10 @@ class InteractiveDocuments:
                 continue
             later_ends = [end for end in ends if end > number]
             later = (later_ends[0] - number - 1) if later_ends else size
-            previous = [key for key, _ in reversed(self.document)]
-            history[number] = (self.next_key, previous, min(later, size), self.position)
-            self.document = (self.document + [(self.next_key, self.position)])[-size:]
+            previous = [key for key, _, _ in reversed(self.document)]
+            estimate = sum(min(length + 1, limit) for _, _, length in self.document)
+            history[number] = (self.next_key, previous, min(later, size), self.position, estimate)
+            self.document = (self.document + [(self.next_key, self.position, lengths[number])])[-size:]
             self.next_key += 1
             self.position += 1
         return history
@@ -120,14 +127,16 @@ class InteractiveDocuments:
             left_pad_source=self.collate.left_pad_source, left_pad_target=self.collate.left_pad_target,
         )
         self.batches.clear()
-        positions = [self.history[n][3] for n in kept] if self.own_outputs is not None else None
-        return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.remember, positions)
+        positions = estimates = None
+        if self.own_outputs is not None:
+            positions, estimates = [self.history[n][3] for n in kept], [self.history[n][4] for n in kept]
+        return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.remember, positions, estimates)
 
     def remember(self, batch: Dict) -> None:
         """Keep a collated batch for :meth:`restore_context`, with the keys of its lines and of their
         previous lines when the model reads its own previous translations."""
         if self.own_outputs is not None:
-            keys, previous, readers, _ = zip(*[self.history[n] for n in batch["id"].tolist()])
+            keys, previous, readers = zip(*[self.history[n][:3] for n in batch["id"].tolist()])
             batch.update(own_output_keys(keys, previous, readers, self.target_context_size))
         self.batches.append(batch)
 

@@ -127,11 +127,13 @@ class ExampleDataset(LanguagePairWrapper):
     ``collate`` from the examples, ``id`` = the line's number in the buffer (blank lines have
     no example, so they get no output), and ``on_collate`` sees every batch. With ``positions``
     (each line's position in its document) the lines are ordered by (position, length), so
-    that a line is decoded after the previous lines of its document (target context)."""
+    that a line is decoded after the previous lines of its document (target context).
+    The token budget counts each line's context sentences and ``target_context_tokens`` (the
+    tokens its target context is expected to have, when that context is made later)."""
 
     def __init__(self, pair: LanguagePairDataset, examples: Sequence[Example], line_numbers: Sequence[int],
                  collate: ExampleCollater, on_collate: Callable[[Dict], None],
-                 positions: Optional[Sequence[int]] = None):
+                 positions: Optional[Sequence[int]] = None, target_context_tokens: Optional[Sequence[int]] = None):
         super().__init__(pair)
         self.examples = list(examples)
         self.line_numbers = list(line_numbers)
@@ -143,6 +145,8 @@ class ExampleDataset(LanguagePairWrapper):
             [sum(min(len(c) + 1, limit) for c in e.context[: collate.history_size])
              + sum(min(len(t) + 1, limit) for t in e.target_context[: collate.target_context_size])
              for e in self.examples], dtype=np.int64)
+        if target_context_tokens is not None:
+            self.context_sizes += np.asarray(target_context_tokens, dtype=np.int64)
 
     def __getitem__(self, index: int) -> Dict:
         return {"id": index}
