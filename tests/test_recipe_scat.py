@@ -103,6 +103,14 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
     assert rerun["rows"][1]["contrastive_accuracy"] == result["rows"][2]["contrastive_accuracy"]
 
 
+
+def test_context_batch_size_gives_every_stage_two_model_the_same_sentences_per_update(recipe):
+    tokens = recipe.parse_args(["--scat-dir", "s", "--multi30k-dir", "m"])
+    sentences = recipe.parse_args(["--scat-dir", "s", "--multi30k-dir", "m", "--context-batch-size", "64"])
+    assert {recipe.batch_args(name, tokens)[0] for name in ["sentence", *recipe.STAGE_TWO_MODELS]} == {"--max-tokens"}
+    assert recipe.batch_args("sentence", sentences) == ["--max-tokens", "4096"]
+    assert {tuple(recipe.batch_args(name, sentences)) for name in recipe.STAGE_TWO_MODELS} == {("--batch-size", "64")}
+
 def test_recipe_names_missing_data_before_any_work(recipe, tmp_path):
     with pytest.raises(recipe.scat_data.RecipeInputError, match=r"highlighted\.train\.context\.en.*--scat-dir"):
         recipe.main(["--scat-dir", str(tmp_path), "--multi30k-dir", str(tmp_path), "--work", str(tmp_path / "w")])

@@ -157,7 +157,7 @@ class Recipe:
                 "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "0.0", "--lr", str(a.lr),
                 "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(min(a.warmup, max(1, updates // 2))),
                 "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", str(a.dropout),
-                "--max-tokens", str(a.max_tokens), "--max-update", str(updates), "--seed", str(a.seed),
+                *batch_args(name, a), "--max-update", str(updates), "--seed", str(a.seed),
                 "--save-dir", str(out / "checkpoints"), "--no-epoch-checkpoints", "--num-workers", "0",
                 "--skip-invalid-size-inputs-valid-test", "--log-format", "simple", "--log-interval", str(a.log_interval),
                 "--log-file", str(out / "train.log"), "--cpu"])
@@ -226,6 +226,14 @@ class Recipe:
         return result
 
 
+def batch_args(name: str, args: argparse.Namespace) -> List[str]:
+    """The batch size of model ``name``: a token budget for stage 1, and for stage 2 unless
+    --context-batch-size gives every stage-2 model the same number of sentences per update."""
+    if name == SENTENCE or not args.context_batch_size:
+        return ["--max-tokens", str(args.max_tokens)]
+    return ["--batch-size", str(args.context_batch_size)]
+
+
 def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scat-dir", required=True, help="directory of highlighted.{train,valid}[.context].{en,fr}")
@@ -250,6 +258,9 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate of inverse_sqrt")
     parser.add_argument("--warmup", type=int, default=200, help="warm-up updates (at most half of the budget)")
     parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch (context tokens included)")
+    parser.add_argument("--context-batch-size", type=int, default=0,
+                        help="stage 2: this many sentences per update for every model instead of --max-tokens "
+                        "(which counts context tokens, so context models would see fewer sentences); 0 = --max-tokens")
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--beam", type=int, default=5, help="beam size for the BLEU translations")
     parser.add_argument("--log-interval", type=int, default=100, help="updates between training log lines")

@@ -88,7 +88,10 @@ def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str]
         f"- Updates: stage 1 (sentence level, Multi30k + SCAT sentences) {args.sentence_updates}; stage 2 "
         f"{args.context_updates} per stage-2 model (SCAT with its context line, initialised from stage 1; "
         f"sentence_scat: the same lines without context); "
-        f"--max-tokens {args.max_tokens}, lr {args.lr}, seed {args.seed}",
+        f"--max-tokens {args.max_tokens}"
+        + (f" (stage 2: --batch-size {args.context_batch_size} sentences per update instead)"
+           if args.context_batch_size else " (context tokens included)")
+        + f", lr {args.lr}, seed {args.seed}",
         f"- Wall time: total {minutes(total_seconds)} (data preparation, training and evaluation of the models "
         f"of this run; models finished in an earlier run count with their own times below)",
         "",
