@@ -63,7 +63,7 @@ def test_generate_fails_early_on_missing_or_mismatched_features(multimodal_data,
     checkpoint_dir = tmp_path / "ckpt"
     run_tool(["fairseq-train", str(multimodal_data), "--user-dir", USER_DIR, "--task", "multimodal_translation",
               "-s", "en", "-t", "de", "--feature-inputs", "img", "--arch", "hierarchical_attention_decoder",
-              "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16",
+              "--combination", "hierarchical", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16",
               "--decoder-ffn-embed-dim", "16", "--encoder-layers", "1", "--decoder-layers", "1",
               "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--share-all-embeddings",
               "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--cpu",
@@ -88,6 +88,7 @@ def test_generate_fails_early_on_missing_or_mismatched_features(multimodal_data,
               "--feature-inputs", "img", "--sentences", "0,3", "--out", str(out)])
     plotted = json.loads(out.with_suffix(".json").read_text())
     assert plotted["inputs"] == ["source", "img"] and out.with_suffix(".png").stat().st_size > 1000
+    assert plotted["combination"] == "hierarchical"  # given on the command line: a choice, written as its name
     for sentence in plotted["sentences"]:
         assert len(sentence["weights"]) == len(sentence["target"])
         np.testing.assert_allclose([sum(w) for w in sentence["weights"]], 1.0, rtol=1e-5)

@@ -1,5 +1,6 @@
 """multisource_rnn: Bahdanau combinations, sentinel, incremental decoding, gradients; stock
 fairseq-train + fairseq-generate end to end."""
+import json
 import os
 from pathlib import Path
 
@@ -94,3 +95,14 @@ def test_rnn_with_stock_train_and_generate_decodes_every_sentence_and_batching_c
     assert len({text for text, _ in batched.values()}) > 4  # a trained model, not one sentence for every input
     assert {i: text for i, (text, _) in batched.items()} == {i: text for i, (text, _) in single.items()}
     np.testing.assert_allclose([batched[i][1] for i in range(16)], [single[i][1] for i in range(16)], atol=1e-3)
+
+    # the attention plot of the same checkpoint (its --combination is a command-line choice)
+    from fairseq_ctx.cli import attention_plot
+
+    out = tmp_path / "attention-rnn"
+    attention_plot.main([str(multimodal_data), "--path", str(tmp_path / "ckpt" / "checkpoint_last.pt"),
+                         "--feature-inputs", "img", "--sentences", "0,1", "--out", str(out)])
+    plotted = json.loads(out.with_suffix(".json").read_text())
+    assert plotted["combination"] == "hierarchical" and plotted["inputs"] == ["source", "img"]
+    for sentence in plotted["sentences"]:
+        np.testing.assert_allclose([sum(w) for w in sentence["weights"]], 1.0, rtol=1e-5)

@@ -7,7 +7,9 @@
 # multisource_rnn with hierarchical attention (plus one text-only Transformer that both share, and
 # for the image hierarchical with half the heads over the image: --input-attention-heads 4,2),
 # decodes with beam 5, scores the ambiguous words, shuffles the auxiliary input across the test
-# set (fairseq-ctx-adversarial) and plots the attention over inputs.
+# set (fairseq-ctx-adversarial) and plots the attention over inputs. The harder setting gives
+# each sentence three images, only one of which shows the intended sense (the others a sense of
+# another ambiguous word), and trains the five image models again on it.
 # Writes results.md, attention{,-rnn}{,-fr}.png/.json.
 # Usage: bash examples/multimodal_mt/demo.sh [WORK_DIR] [MAX_UPDATE]   (default work/multimodal_demo, 150)
 set -euo pipefail
@@ -25,9 +27,13 @@ fairseq-preprocess --source-lang en --target-lang de $SPLITS --destdir data-bin 
 fairseq-preprocess --source-lang fr --target-lang de --only-source $SPLITS --destdir fr-bin \
   --workers 2 > preprocess-fr.log 2>&1
 cp raw/*.img.npy fr-bin/dict.fr.txt fr-bin/*.fr-de.fr.bin fr-bin/*.fr-de.fr.idx data-bin/
+echo "== harder setting: the same sentences with three images each (img1-img3)"
+fairseq-ctx-make-multimodal-corpus raw-hard --test 200 --images 3
+cp -r data-bin data-bin-hard && cp raw-hard/*.npy data-bin-hard/
 
 # what each auxiliary input adds to the task's command line (also read by the adversarial and plot tools)
-declare -A AUX=([img]="--feature-inputs img" [fr]="--extra-source-langs fr --extra-source-dict own")
+declare -A AUX=([img]="--feature-inputs img" [fr]="--extra-source-langs fr --extra-source-dict own"
+                [img3]="--feature-inputs img1,img2,img3")
 LANGS="--source-lang en --target-lang de"
 MODEL="--share-all-embeddings --encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 128
   --decoder-ffn-embed-dim 128 --encoder-layers 2 --decoder-layers 2 --encoder-attention-heads 4 --decoder-attention-heads 4"
@@ -37,13 +43,13 @@ COMMON="--criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout
 TRANSFORMER_OPT="--optimizer adam --adam-betas (0.9,0.98) --lr 3e-3 --lr-scheduler inverse_sqrt --warmup-updates 100"
 RNN_OPT="--optimizer adam --lr 3e-3 --clip-norm 1.0"
 
-train_and_attack() {  # NAME AUX_ARGS ARCH_ARGS...
-  local name=$1 aux=$2
+train_and_attack() {  # NAME AUX_ARGS ARCH_ARGS...   (data: $DATA, default data-bin)
+  local name=$1 aux=$2 data=${DATA:-data-bin}
   shift 2
   echo "== $name: fairseq-train"
-  fairseq-train data-bin --user-dir "$USER_DIR" --task multimodal_translation $LANGS $aux "$@" $COMMON \
+  fairseq-train $data --user-dir "$USER_DIR" --task multimodal_translation $LANGS $aux "$@" $COMMON \
     --save-dir ckpt-$name > train-$name.log 2>&1
-  fairseq-ctx-adversarial data-bin --path ckpt-$name/checkpoint_last.pt $LANGS $aux \
+  fairseq-ctx-adversarial $data --path ckpt-$name/checkpoint_last.pt $LANGS $aux \
     --key raw/test.key --beam 5 --cpu --json adv-$name.json | tee adv-$name.txt
 }
 
@@ -61,6 +67,13 @@ done
 # cheaper form timed by benchmarks/multisource_speed.py --image-heads
 train_and_attack hierarchical-2-image-heads "${AUX[img]}" --arch hierarchical_attention_decoder \
   --combination hierarchical --input-attention-heads 4,2 $MODEL $TRANSFORMER_OPT
+# the harder setting (the text, and so the text-only model, is the same)
+for strategy in serial parallel flat hierarchical; do
+  DATA=data-bin-hard train_and_attack $strategy-img3 "${AUX[img3]}" --arch hierarchical_attention_decoder \
+    --combination $strategy $MODEL $TRANSFORMER_OPT
+done
+DATA=data-bin-hard train_and_attack rnn-hierarchical-img3 "${AUX[img3]}" --arch multisource_rnn \
+  --combination hierarchical $RNN $RNN_OPT
 
 python - > results.md <<'PY'
 import json, re
@@ -81,6 +94,16 @@ for input, title, suffix in [("img", "Auxiliary input: image features (img)", ""
     for name in ["text-only"] + [s + suffix for s in strategies + ["rnn-hierarchical"]]:
         print(row(name, input))
     print()
+
+print("### Harder setting: three images per sentence (img1-img3), one shows the intended sense\n")
+print("| model | updates | BLEU | ambiguous-word accuracy | accuracy, img1 / img2 / img3 shuffled |")
+print("|---|---|---|---|---|")
+for name in ["text-only"] + [s + "-img3" for s in ["serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]]:
+    r = json.load(open(f"adv-{name}.json"))
+    updates = re.findall(r"num_updates (\d+)", open(f"train-{name}.log").read())[-1]
+    shuffled = " / ".join(f"{r[f'shuffled img{i}']['accuracy']:.3f}" for i in (1, 2, 3)) if name != "text-only" else "n/a"
+    print(f"| {name} | {updates} | {r['original']['bleu']:.1f} | {r['original']['accuracy']:.3f} | {shuffled} |")
+print()
 PY
 cat results.md
 

@@ -64,7 +64,8 @@ def attention_records(model, task, split: str, sentence_ids: Sequence[int], laye
     sample = dataset.collater([dataset[i] for i in sentence_ids])
     weights = input_attention(model, sample, layer)
     rnn_attention = getattr(model.decoder, "attention", None)
-    combination = rnn_attention.combination if rnn_attention is not None else model.decoder.layers[0].cross_attention.combination
+    attention = rnn_attention if rnn_attention is not None else model.decoder.layers[0].cross_attention
+    combination = str(attention.combination)  # a command-line choice of multisource_rnn is an enum member
     inputs = ["source"] + [spec.name for spec in model.encoder.aux_inputs]
     if rnn_attention is not None and rnn_attention.sentinel:
         inputs.append("sentinel")

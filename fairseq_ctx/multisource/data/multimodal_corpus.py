@@ -6,8 +6,15 @@ ambiguous word ("bank" → ufer | bank, …) one random region holds the prototy
 intended sense (plus noise), the others only noise; unambiguous sentences get the prototype of
 a random sense. A text-only model can only guess the sense (chance: 1/2). The second source
 language ("fr") names the sense with a distinct word, for the multi-source text variant.
+
+The harder setting has several images per sentence (``images`` K > 1): the prototype of the
+intended sense is in one region of one random image, and every other image shows a distractor,
+the prototype of a sense of another ambiguous word, in one of its regions. The decoder has to
+find, per sentence, the image that matches the word it translates.
+
 Files per split: ``{split}.en``, ``{split}.de``, ``{split}.fr``, ``{split}.key`` (``expected|alternative``
-or empty, the format of ``fairseq-ctx-score --context-key``), ``{split}.img.npy`` (n, R, d) float16.
+or empty, the format of ``fairseq-ctx-score --context-key``), ``{split}.img.npy`` (n, R, d) float16,
+or with K > 1 images ``{split}.img1.npy`` … ``{split}.imgK.npy``.
 """
 import os
 import random
@@ -35,6 +42,12 @@ class MultimodalCorpusSizes:
     feature_dim: int = 32
     ambiguous_share: float = 0.5
     noise: float = 0.5
+    images: int = 1
+
+
+def image_names(images: int) -> List[str]:
+    """The feature input names of ``images`` images per sentence (``--feature-inputs``)."""
+    return ["img"] if images == 1 else [f"img{number}" for number in range(1, images + 1)]
 
 
 def _sentence(rng: random.Random, ambiguous: bool) -> Tuple[str, str, str, str, int]:
@@ -72,9 +85,27 @@ def write_multimodal_corpus(out_dir: str, sizes: MultimodalCorpusSizes, seed: in
         for column, ext in enumerate(("en", "de", "fr", "key")):
             with open(os.path.join(out_dir, f"{split}.{ext}"), "w", encoding="utf-8") as handle:
                 handle.writelines(row[column] + "\n" for row in rows)
-        features = sizes.noise * np_rng.standard_normal((n, sizes.regions, sizes.feature_dim)).astype(np.float32)
-        region = np_rng.integers(0, sizes.regions, size=n)
-        features[np.arange(n), region] += prototypes[[row[4] for row in rows]]
-        np.save(os.path.join(out_dir, f"{split}.img.npy"), features.astype(np.float16))
+        shown = _image_contents([row[4] for row in rows], sizes.images, np_rng)
+        for image, name in enumerate(image_names(sizes.images)):
+            features = sizes.noise * np_rng.standard_normal((n, sizes.regions, sizes.feature_dim)).astype(np.float32)
+            region = np_rng.integers(0, sizes.regions, size=n)
+            features[np.arange(n), region] += prototypes[shown[:, image]]
+            np.save(os.path.join(out_dir, f"{split}.{name}.npy"), features.astype(np.float16))
         counts[split] = n
     return counts
+
+
+def _image_contents(senses: List[int], images: int, np_rng) -> "np.ndarray":
+    """(n, images) the sense shown in each image: the sentence's own in one random image, in
+    the others a random sense of another ambiguous word."""
+    import numpy as np
+
+    if images == 1:
+        return np.asarray(senses, dtype=np.int64).reshape(-1, 1)
+    words = [word for word, _ in SENSES]
+    shown = np.empty((len(senses), images), dtype=np.int64)
+    for row, sense in enumerate(senses):
+        others = [i for i, word in enumerate(words) if word != words[sense]]
+        shown[row] = np_rng.choice(others, size=images)
+        shown[row, np_rng.integers(0, images)] = sense
+    return shown
