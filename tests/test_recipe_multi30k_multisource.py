@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from fairseq_ctx.core.train_log import validation_curve
+
 RECIPE_DIR = Path(__file__).resolve().parent.parent / "examples" / "multimodal_mt"
 # en word -> (de, fr, cs)
 LEXICON = {
@@ -158,4 +160,5 @@ def test_a_resumed_run_keeps_the_validations_logged_before_it_stopped(recipe, tm
     with recipe.captured_log(log):  # resumed from the checkpoint of update 200
         logger.info(validation(400, 6.9))
         logger.info(validation(600, 16.0))
-    assert recipe.valid_curve(log.read_text()) == [[200, 2.9], [400, 6.9], [600, 16.0]]
+    assert validation_curve(log.read_text(), "bleu") == [[200, 2.9], [400, 6.9], [600, 16.0]]
+    assert validation_curve(log.read_text(), "loss") == [[200, 7.0], [400, 7.0], [600, 7.0]]

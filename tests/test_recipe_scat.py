@@ -62,7 +62,7 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
     argv = ["--scat-dir", str(scat), "--multi30k-dir", str(multi30k), "--work", str(tmp_path / "work"),
             "--out", str(out), "--sentence-updates", "2", "--context-updates", "1", "--embed-dim", "16",
             "--ffn-dim", "32", "--layers", "1", "--heads", "2", "--spm-vocab", "60", "--beam", "1",
-            "--max-tokens", "2000", "--log-interval", "1"]
+            "--max-tokens", "2000", "--log-interval", "1", "--validate-every", "1"]
     with caplog.at_level("INFO", logger="fairseq_ctx.context.sentence_init"), \
             caplog.at_level("INFO", logger="fairseq.checkpoint_utils"):
         recipe.main(argv)
@@ -79,6 +79,7 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
     for row in result["rows"]:
         assert 0.0 <= row["contrastive_accuracy"] <= 1.0 and 0.0 <= row["bleu"] <= 100.0
         assert row["contrastive_total"] == 20 and row["updates"] == (2 if row["model"] == "sentence" else 1)
+        assert [updates for updates, _ in row["valid_loss"]] == list(range(1, row["updates"] + 1))  # the curve
     assert [row["context_size"] for row in result["rows"]] == [0, 0, 1, 1, 1, 1, 1, 1, 1]
     assert [row["target_context_size"] for row in result["rows"]] == [0, 0, 0, 0, 0, 0, 0, 0, 1]
     # the no-context control continues from stage 1 (fairseq's --finetune-from-model) on the SCAT lines
@@ -87,6 +88,7 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
     table = [line for line in (out / "scat_en_fr.md").read_text().splitlines() if line.startswith("| ")]
     assert [line.split(" | ")[0][2:] for line in table[1:]] == MODELS
     assert "source + own target" in table[-1]
+    assert "- hmce: 1: " in (out / "scat_en_fr.md").read_text()  # convergence lines
     assert (out / "scat_en_fr.png").stat().st_size > 0
 
     # SCAT sentences and their context lines became two-line documents with shared docids

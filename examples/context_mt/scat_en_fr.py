@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE))
 import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from fairseq_ctx.core.tool_logging import QUIET_LIBRARIES  # noqa: E402
+from fairseq_ctx.core.train_log import validation_curve  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
@@ -160,6 +161,7 @@ class Recipe:
                 *batch_args(name, a), "--max-update", str(updates), "--seed", str(a.seed),
                 "--save-dir", str(out / "checkpoints"), "--no-epoch-checkpoints", "--num-workers", "0",
                 "--skip-invalid-size-inputs-valid-test", "--log-format", "simple", "--log-interval", str(a.log_interval),
+                "--validate-interval-updates", str(a.validate_every),
                 "--log-file", str(out / "train.log"), "--cpu"])
         finally:  # an interrupted session's time counts too when training resumes
             earlier = float(spent.read_text()) if spent.exists() else 0.0
@@ -197,6 +199,7 @@ class Recipe:
             "contrastive_total": contrastive["total"], "contrastive_ties": contrastive.get("ties", 0),
             "support": contrastive["breakdowns"].get("support", {}),
             "updates": int(re.findall(r"num_updates (\d+)", log)[-1]),
+            "valid_loss": validation_curve(log, "loss"),
             "params": int(re.search(r"num\. shared model params: ([\d,]+)", log).group(1).replace(",", "")),
             "eval_seconds": round(time.time() - started, 1),
         }
@@ -264,6 +267,9 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--beam", type=int, default=5, help="beam size for the BLEU translations")
     parser.add_argument("--log-interval", type=int, default=100, help="updates between training log lines")
+    parser.add_argument("--validate-every", type=int, default=100,
+                        help="updates between validation losses (the convergence curve in the results; "
+                        "no checkpoint is selected on them)")
     parser.add_argument("--seed", type=int, default=1)
     return parser.parse_args(argv)
 

@@ -109,10 +109,22 @@ def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str]
         "Expected direction: context models above the sentence-level model on contrastive accuracy. In this run: "
         + " ".join(observed(baseline, context_rows) for baseline in baselines),
         "",
+        *convergence(rows),
         "![SCAT results](scat_en_fr.png)",
         "",
     ]
     return "\n".join(lines)
+
+
+def convergence(rows: Sequence[Dict]) -> List[str]:
+    """The validation-loss curve of every model that logged one (no checkpoint is selected on it)."""
+    curves = [(r["model"], r["valid_loss"]) for r in rows if r.get("valid_loss")]
+    if not curves:
+        return []
+    lines = ["Convergence: validation loss (label-smoothed cross-entropy, base 2; stage 1 on Multi30k val, "
+             "stage 2 on SCAT valid) at each validation, updates: loss.", ""]
+    lines += [f"- {model}: " + ", ".join(f"{updates}: {loss:.3f}" for updates, loss in curve) for model, curve in curves]
+    return [*lines, ""]
 
 
 def plot(rows: Sequence[Dict], destination: Path) -> None:

@@ -25,7 +25,6 @@ import io
 import json
 import logging
 import os
-import re
 import shlex
 import sys
 import tempfile
@@ -33,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
+
+from fairseq_ctx.core.train_log import validation_curve
 
 HERE = Path(__file__).resolve().parent
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}  # fairseq split -> Multi30k file stem
@@ -258,19 +259,6 @@ def score_step(generated: Path, reference: str, out: Path) -> Step:
                                       "--json", str(out)])
 
 
-def valid_curve(log_text: str) -> List[List[float]]:
-    """(updates, greedy validation BLEU) for every validation in a fairseq-train log, in update
-    order; an update validated again (training resumed from an earlier checkpoint) keeps its last
-    value."""
-    curve: Dict[int, float] = {}
-    for line in log_text.splitlines():
-        if "valid on 'valid' subset" in line:
-            bleu, updates = re.search(r"\| bleu ([\d.]+)", line), re.search(r"\| num_updates (\d+)", line)
-            if bleu and updates:
-                curve[int(updates.group(1))] = float(bleu.group(1))
-    return [[updates, bleu] for updates, bleu in sorted(curve.items())]
-
-
 @contextlib.contextmanager
 def captured_log(path: Path):
     """Append every log record of the enclosed steps to ``path`` (a resumed training run keeps the
@@ -316,7 +304,7 @@ def run_model(model: Model, args: argparse.Namespace, work: Path, user_dir: str)
     result = {"name": model.name, "strategy": model.strategy, "second_source": model.extra, "pair": model.pair,
               "updates": args.max_update, "bleu": scores["bleu"], "chrf": scores["chrf"],
               "bleu_signature": scores["bleu_signature"], "chrf_signature": scores["chrf_signature"],
-              "valid_bleu": valid_curve((out / "train.log").read_text(encoding="utf-8"))}
+              "valid_bleu": validation_curve((out / "train.log").read_text(encoding="utf-8"), "bleu")}
     if model.extra is not None:
         shuffled = out / "shuffled"
         shuffled.mkdir(exist_ok=True)
