@@ -80,6 +80,7 @@ def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
         assert 0.0 <= row["contrastive_accuracy"] <= 1.0 and 0.0 <= row["bleu"] <= 100.0
         assert row["contrastive_total"] == 20 and row["updates"] == (2 if row["model"] == "sentence" else 1)
         assert [updates for updates, _ in row["valid_loss"]] == list(range(1, row["updates"] + 1))  # the curve
+        assert row["sentences_per_update"] > 0
     assert [row["context_size"] for row in result["rows"]] == [0, 0, 1, 1, 1, 1, 1, 1, 1]
     assert [row["target_context_size"] for row in result["rows"]] == [0, 0, 0, 0, 0, 0, 0, 0, 1]
     # the no-context control continues from stage 1 (fairseq's --finetune-from-model) on the SCAT lines

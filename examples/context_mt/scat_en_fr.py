@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE))
 import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from fairseq_ctx.core.tool_logging import QUIET_LIBRARIES  # noqa: E402
-from fairseq_ctx.core.train_log import validation_curve  # noqa: E402
+from fairseq_ctx.core.train_log import sentences_per_update, validation_curve  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
@@ -200,6 +200,7 @@ class Recipe:
             "support": contrastive["breakdowns"].get("support", {}),
             "updates": int(re.findall(r"num_updates (\d+)", log)[-1]),
             "valid_loss": validation_curve(log, "loss"),
+            "sentences_per_update": sentences_per_update(log),
             "params": int(re.search(r"num\. shared model params: ([\d,]+)", log).group(1).replace(",", "")),
             "eval_seconds": round(time.time() - started, 1),
         }

@@ -42,17 +42,19 @@ def minutes(seconds: float) -> str:
 
 
 def table(rows: Sequence[Dict]) -> List[str]:
-    lines = ["| model | context | updates | contrastive acc. (correct/total) | support context / current "
-             "| BLEU | chrF | params | train | evaluate |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | context | updates | sentences / update | contrastive acc. (correct/total) "
+             "| support context / current | BLEU | chrF | valid loss | params | train | evaluate |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         support = r.get("support", {})
         by_support = " / ".join(f"{support[k]['accuracy']:.3f}" if k in support else "–" for k in ("context", "current"))
         context = ("none" if r["model"] == "sentence" else "none (stage 2 on SCAT lines)" if r["context_size"] == 0 else
                    "1 segment (source + own target)" if r.get("target_context_size") else "1 segment (source)")
-        lines.append(f"| {r['model']} | {context} | {r['updates']} | {r['contrastive_accuracy']:.3f} "
+        per_update = f"{r['sentences_per_update']:.1f}" if r.get("sentences_per_update") else "–"
+        valid_loss = f"{r['valid_loss'][-1][1]:.3f}" if r.get("valid_loss") else "–"
+        lines.append(f"| {r['model']} | {context} | {r['updates']} | {per_update} | {r['contrastive_accuracy']:.3f} "
                      f"({r['contrastive_correct']}/{r['contrastive_total']}) | {by_support} | {r['bleu']:.2f} | "
-                     f"{r['chrf']:.2f} | {r['params'] / 1e6:.2f}M | {minutes(r['train_seconds'])} | "
+                     f"{r['chrf']:.2f} | {valid_loss} | {r['params'] / 1e6:.2f}M | {minutes(r['train_seconds'])} | "
                      f"{minutes(r['eval_seconds'])} |")
     return lines
 
@@ -104,6 +106,9 @@ def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str]
         f"- BLEU, chrF: sacreBLEU (`fairseq-ctx-score`, detokenised, 13a) of beam-{args.beam} translations of the "
         "SCAT valid sentences against their unmarked references;",
         "- evaluated checkpoint: checkpoint_last.pt (fixed budget, no selection on the evaluation set);",
+        "- sentences / update: mean batch size in training (`--max-tokens` counts context tokens, so context "
+        "models see fewer sentences per update unless --context-batch-size is given); valid loss: label-smoothed "
+        "cross-entropy (base 2) at the last validation (stage 1: Multi30k val; stage 2: SCAT valid with its context);",
         "- train / evaluate: wall time of fairseq-train / of generate + score + contrastive.",
         "",
         "Expected direction: context models above the sentence-level model on contrastive accuracy. In this run: "

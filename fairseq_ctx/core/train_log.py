@@ -1,7 +1,7 @@
 """Validation curves read back from a ``fairseq-train`` log (``--log-format simple`` or
 ``json``-free text lines), for results tables and convergence plots."""
 import re
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 VALIDATION = "valid on 'valid' subset"
 
@@ -19,3 +19,20 @@ def validation_curve(log_text: str, metric: str) -> List[List[float]]:
             if found and at:
                 curve[int(at.group(1))] = float(found.group(1))
     return [[step, number] for step, number in sorted(curve.items())]
+
+
+def sentences_per_update(log_text: str) -> Optional[float]:
+    """Mean sentences per update (``bsz``) over the training epochs summarised in the log, each
+    epoch weighted by its updates (a resumed epoch counts from where it resumed); None if the
+    log has no epoch summary."""
+    summary = re.compile(r"^epoch \d+ \| loss .*\| bsz ([\d.]+) \| num_updates (\d+)")
+    epochs: Dict[int, float] = {}
+    for line in log_text.splitlines():
+        found = summary.search(line)
+        if found and VALIDATION not in line:
+            epochs[int(found.group(2))] = float(found.group(1))
+    if not epochs:
+        return None
+    ends = sorted(epochs)
+    weights = [end - start for start, end in zip([0, *ends[:-1]], ends)]
+    return sum(epochs[end] * weight for end, weight in zip(ends, weights)) / sum(weights)
