@@ -19,6 +19,8 @@ epoch 002 | loss 5.0 | nll_loss 4.0 | wpb 3300 | bsz 170 | num_updates 444 | lr 
 def test_sentences_per_update_weights_each_epoch_summary_by_its_updates():
     assert sentences_per_update(LOG) == pytest.approx((180 * 222 + 190 * 178 + 170 * 44) / 444)
     assert sentences_per_update("epoch 001:    100 / 222 loss=10.6, bsz=190, num_updates=100") is None
+    prefixed = "2026-11-23 22:29:04,226 | INFO | train | epoch 002 | loss 6.4 | bsz 63.9 | num_updates 908 | lr 0.001"
+    assert sentences_per_update(prefixed) == pytest.approx(63.9)  # a recipe's captured log has logging prefixes
 
 
 def test_validation_curve_reads_one_metric_not_its_suffixed_relatives():

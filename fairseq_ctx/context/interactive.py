@@ -17,7 +17,7 @@ translations of those lines as target context (:class:`OwnTranslations`), so the
 of translating each document one sentence at a time.
 """
 from collections import deque
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -32,6 +32,16 @@ CONTEXT_INTERFACES = (
     "or with fairseq-interactive --task context_translation (blank line = new document); decode a binarized "
     "split that has {split}.docids with fairseq-generate --task context_translation"
 )
+
+
+class LineHistory(NamedTuple):
+    """What a line of a buffer needs to read its previous lines' translations (target context)."""
+
+    key: int  # own-output key of the line, counting across buffers
+    previous: List[int]  # keys of its previous lines in the document, nearest first
+    readers: int  # later lines that read its translation
+    position: int  # position in its document
+    target_tokens: int  # estimated tokens of its target context (for --max-tokens)
 
 
 class ContextUnavailableError(RuntimeError):
@@ -52,8 +62,7 @@ class InteractiveDocuments:
         self.next_key = 0
         self.document: List[Tuple[int, int, int]] = []  # (key, position, length) of the document's last M lines
         self.position = 0
-        # buffer line -> key, previous keys, users, position, estimated target-context tokens
-        self.history: Dict[int, Tuple[int, List[int], int, int, int]] = {}
+        self.history: Dict[int, LineHistory] = {}  # by line number in the buffer
 
     def read_buffer(self, lines: Sequence[str], tokens: Sequence[torch.Tensor]) -> None:
         """Give every line of the buffer its context (``None`` marks a blank line)."""
@@ -66,7 +75,7 @@ class InteractiveDocuments:
             self.history = self._target_history([len(source) if example is not None else None
                                                  for source, example in zip(tokens, self.pending)])
 
-    def _target_history(self, lengths: List[Optional[int]]) -> Dict[int, Tuple[int, List[int], int, int, int]]:
+    def _target_history(self, lengths: List[Optional[int]]) -> Dict[int, LineHistory]:
         """Key, previous keys (nearest first), number of later readers, document position and the
         estimated tokens of the target context of every line of the buffer (``lengths``: its
         lines' source lengths, None for a blank line). The target context is the model's own
@@ -91,7 +100,7 @@ class InteractiveDocuments:
             later = (later_ends[0] - number - 1) if later_ends else size
             previous = [key for key, _, _ in reversed(self.document)]
             estimate = sum(min(length + 1, limit) for _, _, length in self.document)
-            history[number] = (self.next_key, previous, min(later, size), self.position, estimate)
+            history[number] = LineHistory(self.next_key, previous, min(later, size), self.position, estimate)
             self.document = (self.document + [(self.next_key, self.position, lengths[number])])[-size:]
             self.next_key += 1
             self.position += 1
@@ -129,15 +138,17 @@ class InteractiveDocuments:
         self.batches.clear()
         positions = estimates = None
         if self.own_outputs is not None:
-            positions, estimates = [self.history[n][3] for n in kept], [self.history[n][4] for n in kept]
+            positions = [self.history[n].position for n in kept]
+            estimates = [self.history[n].target_tokens for n in kept]
         return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.remember, positions, estimates)
 
     def remember(self, batch: Dict) -> None:
         """Keep a collated batch for :meth:`restore_context`, with the keys of its lines and of their
         previous lines when the model reads its own previous translations."""
         if self.own_outputs is not None:
-            keys, previous, readers = zip(*[self.history[n][:3] for n in batch["id"].tolist()])
-            batch.update(own_output_keys(keys, previous, readers, self.target_context_size))
+            lines = [self.history[n] for n in batch["id"].tolist()]
+            batch.update(own_output_keys([line.key for line in lines], [line.previous for line in lines],
+                                         [line.readers for line in lines], self.target_context_size))
         self.batches.append(batch)
 
     def restore_context(self, sample: Dict) -> Dict:

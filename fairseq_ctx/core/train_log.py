@@ -1,5 +1,5 @@
-"""Validation curves read back from a ``fairseq-train`` log (``--log-format simple`` or
-``json``-free text lines), for results tables and convergence plots."""
+"""Validation curves and batch sizes read back from a ``fairseq-train`` text log
+(``--log-format simple``, with or without logging prefixes), for results tables."""
 import re
 from typing import Dict, List, Optional
 
@@ -25,7 +25,7 @@ def sentences_per_update(log_text: str) -> Optional[float]:
     """Mean sentences per update (``bsz``) over the training epochs summarised in the log, each
     epoch weighted by its updates (a resumed epoch counts from where it resumed); None if the
     log has no epoch summary."""
-    summary = re.compile(r"^epoch \d+ \| loss .*\| bsz ([\d.]+) \| num_updates (\d+)")
+    summary = re.compile(r"epoch \d+ \| loss .*\| bsz ([\d.]+) \| num_updates (\d+)")
     epochs: Dict[int, float] = {}
     for line in log_text.splitlines():
         found = summary.search(line)

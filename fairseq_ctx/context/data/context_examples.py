@@ -142,9 +142,8 @@ class ExampleDataset(LanguagePairWrapper):
         self.positions = None if positions is None else np.asarray(positions, dtype=np.int64)
         limit = collate.max_context_tokens
         self.context_sizes = np.array(
-            [sum(min(len(c) + 1, limit) for c in e.context[: collate.history_size])
-             + sum(min(len(t) + 1, limit) for t in e.target_context[: collate.target_context_size])
-             for e in self.examples], dtype=np.int64)
+            [sum(min(len(c) + 1, limit) for c in e.context[: collate.history_size]) for e in self.examples],
+            dtype=np.int64)
         if target_context_tokens is not None:
             self.context_sizes += np.asarray(target_context_tokens, dtype=np.int64)
 
