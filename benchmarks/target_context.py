@@ -33,7 +33,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 from fairseq_ctx.context import hub  # noqa: E402
 from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus  # noqa: E402
 from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes  # noqa: E402
+from fairseq_ctx.core.machine_facts import this_machine  # noqa: E402
 
 TINY = speed.ModelSize(embed=64, ffn=128, heads=4, layers=2)
 SIZES = {"tiny": TINY, **speed.SIZES}
@@ -177,15 +177,6 @@ def time_training(data_bin: Path, target_context_size: int, args: argparse.Names
     return TrainingSpeed(target_context_size, sum(p.numel() for p in model.parameters()), **timed)
 
 
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    if os.path.exists("/proc/cpuinfo"):
-        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")]
-        model = names[0] if names else model
-    return f"{model}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, torch {torch.__version__}"
-
-
 def report(args: argparse.Namespace, translation: Sequence[TranslationSpeed], training: Sequence[TrainingSpeed],
            load: Sequence[float], seconds: float) -> List[str]:
     doc_ratio = translation[0].sentences_per_s / translation[1].sentences_per_s
@@ -194,7 +185,7 @@ def report(args: argparse.Namespace, translation: Sequence[TranslationSpeed], tr
         "# Target-side context: document translation and training speed",
         "",
         f"- Date: {datetime.date.today().isoformat()}",
-        f"- Machine: {machine()}; load average (1 min) before/after {load[0]:.2f}/{load[1]:.2f}",
+        f"- Machine: {this_machine().describe()}; load average (1 min) before/after {load[0]:.2f}/{load[1]:.2f}",
         f"- Command: `python benchmarks/target_context.py {shlex.join(sys.argv[1:])}`",
         f"- Timings: {args.clock} clock, torch threads {torch.get_num_threads()}; total {seconds:.0f} s",
         "",

@@ -75,7 +75,7 @@ def test_results_have_one_row_per_model_and_pair(recipe_run):
     for key, held in (("mean_error_percent", "held"), ("unseen_pair_error_percent", "held_on_unseen_pair")):
         assert [c[held] for c in saved["expected"]] == [summary["ct_mde"][key] < summary["tmde"][key],
                                                          summary["tmde"][key] < summary["tmde_f"][key]]
-    assert saved["machine"]["cores"] == str(os.cpu_count()) and saved["machine"]["gpu"] == "none"
+    assert saved["machine"]["cpu_cores"] == os.cpu_count() and saved["machine"]["gpu"] == "none"
     assert saved["wall_time_s"]["total"] == pytest.approx(
         saved["wall_time_s"]["prepare"] + saved["wall_time_s"]["train"] + saved["wall_time_s"]["evaluate"])
     markdown = (results / "multi30k_embedding.md").read_text()

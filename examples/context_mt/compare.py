@@ -16,7 +16,6 @@ Parameters, training words/s (median of fairseq's per-epoch ``wps``) and generat
 import argparse
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -26,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Dict, List
+
+from fairseq_ctx.core.machine_facts import this_machine
 
 ARCHS = ["transformer", "ctx_concat", "dat", "han", "dct", "hce", "hmce"]
 MODEL = ["--share-all-embeddings", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
@@ -119,20 +120,12 @@ def _json_of(args: List[str], path: Path) -> str:
     return path.read_text()
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{os.cpu_count()} CPU cores ({cpu}), no GPU used"
-
-
 def write_results(rows: List[Dict], args: argparse.Namespace, destination: Path, started: float) -> None:
     lines = [
         f"# Context models on the generated demo corpus ({args.setting} setting)",
         "",
-        f"- Date: {time.strftime('%Y-%m-%d', time.localtime(started))}; machine: {machine()}",
+        f"- Date: {time.strftime('%Y-%m-%d', time.localtime(started))}; "
+        f"machine: {this_machine(int(TOOL_ENV['OMP_NUM_THREADS'])).describe()}",
         f"- Command: `python examples/context_mt/compare.py {shlex.join(sys.argv[1:])}`",
         f"- Updates: {args.updates} per model, {args.batch_size} sentences per batch; wall time of the whole "
         f"run so far: {(time.time() - started) / 60:.0f} min",

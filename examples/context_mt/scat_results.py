@@ -4,13 +4,13 @@ reference line)."""
 import argparse
 import json
 import os
-import platform
 import shlex
 import time
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 from fairseq_ctx.core.generate_output import read_generate_lines
+from fairseq_ctx.core.machine_facts import this_machine
 
 def sentence_hypotheses(generate_output: Path, sentence_ids: Path) -> List[str]:
     """Detokenised hypotheses (``D-`` lines) of the SCAT sentences, in example order; the context
@@ -22,19 +22,6 @@ def sentence_hypotheses(generate_output: Path, sentence_ids: Path) -> List[str]:
         raise ValueError(f"{generate_output} has no D- line for {len(missing)} of the {len(ids)} SCAT sentences "
                          f"(first: line {missing[0]}); generate the whole split with --required-batch-size-multiple 1")
     return [detokenised[i] for i in ids]
-
-
-def machine() -> str:
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (trained with --cpu)"
-    return f"{os.cpu_count()} CPU cores ({cpu}); GPU: {gpu}"
 
 
 def minutes(seconds: float) -> str:
@@ -82,7 +69,7 @@ def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str]
     lines = [
         "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns",
         "",
-        f"- Date: {time.strftime('%Y-%m-%d')}; machine: {machine()}",
+        f"- Date: {time.strftime('%Y-%m-%d')}; machine: {this_machine().describe()}",
         f"- Command: `python examples/context_mt/scat_en_fr.py {shlex.join(argv)}`",
         f"- Model: {args.embed_dim} dims, {args.layers}+{args.layers} layers, {args.heads} heads, FFN {args.ffn_dim}, "
         f"shared embeddings, joint sentencepiece BPE {args.spm_vocab} (thesis size: 512 dims, 6+6 layers, 8 heads, "
@@ -157,7 +144,7 @@ def plot(rows: Sequence[Dict], destination: Path) -> None:
 def write(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str], out: Path,
           total_seconds: float) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    payload = {"date": time.strftime("%Y-%m-%d"), "machine": machine(),
+    payload = {"date": time.strftime("%Y-%m-%d"), "machine": this_machine().as_dict(),
                "command": f"python examples/context_mt/scat_en_fr.py {shlex.join(argv)}",
                "total_seconds": round(total_seconds, 1), "rows": list(rows)}
     (out / "scat_en_fr.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")

@@ -8,20 +8,13 @@ import datetime
 import json
 import logging
 import os
-import platform
 from typing import Dict, List, Optional, Sequence
+
+from fairseq_ctx.core.machine_facts import MachineFacts, this_machine
 
 # (better model, worse model, claim) — "better" means a lower mean xsim error.
 EXPECTED = (("ct_mde", "tmde", "the distance constraint lowers the error (cT-MDE better than T-MDE)"),
             ("tmde", "tmde_f", "the bottleneck beats full attention (T-MDE better than T-MDE_F)"))
-
-
-def machine() -> Dict[str, str]:
-    import torch
-
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    return {"cores": str(os.cpu_count()), "gpu": gpu, "platform": platform.platform(),
-            "torch": torch.__version__, "threads": str(torch.get_num_threads())}
 
 
 def mean(values: Sequence[float]) -> float:
@@ -56,8 +49,7 @@ def markdown(report: dict, labels: Dict[str, str]) -> str:
     m, t = report["machine"], report["wall_time_s"]
     lines = ["# Multi30k multilingual embedding (Li 2021, ch. 4)", "",
              f"- Date: {report['date']}",
-             f"- Machine: {m['cores']} CPU cores, GPU: {m['gpu']}, {m['threads']} torch thread(s), "
-             f"torch {m['torch']}, {m['platform']}",
+             f"- Machine: {MachineFacts(**m).describe()}",
              f"- Data: Multi30k task 1 (Elliott et al., 2016), train {report['lines']['train']}, "
              f"val {report['lines']['valid']}, test_2016_flickr {report['lines']['test']} lines per language; "
              f"joint sentencepiece BPE ({report['settings']['bpe_vocab']}) over en/de/fr/cs",
@@ -128,7 +120,7 @@ def write_results(out_dir: str, rows: List[dict], runs: Dict[str, dict], labels:
     train_s = sum(run["wall_time_s"] for run in runs.values())
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(), "command": command, "lines": lines, "train_pairs": list(train_pairs),
+        "machine": this_machine().as_dict(), "command": command, "lines": lines, "train_pairs": list(train_pairs),
         "settings": {key: settings[key] for key in ("size", "updates", "bpe_vocab", "k", "seed", "threads")},
         "wall_time_s": {"prepare": prepare_s, "train": train_s, "evaluate": evaluate_s,
                         "total": prepare_s + train_s + evaluate_s},

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from fairseq_ctx.core.machine_facts import this_machine
 from fairseq_ctx.core.train_log import validation_curve
 
 HERE = Path(__file__).resolve().parent
@@ -322,16 +323,6 @@ def run_model(model: Model, args: argparse.Namespace, work: Path, user_dir: str)
     return result
 
 
-def machine() -> dict:
-    import platform
-
-    import torch
-
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    return {"cpu_cores": os.cpu_count(), "gpu": gpu, "torch_threads": torch.get_num_threads(),
-            "platform": platform.platform(), "torch": torch.__version__}
-
-
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     strategies = [s for s in args.models.split(",") if s]
@@ -370,7 +361,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from multi30k_results import write_results
 
     run_info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "machine": machine(), "command": " ".join(shlex.quote(a) for a in ["examples/multimodal_mt/multi30k_multisource.py",
+                "machine": this_machine().as_dict(), "command": " ".join(shlex.quote(a) for a in ["examples/multimodal_mt/multi30k_multisource.py",
                                                                  *(sys.argv[1:] if argv is None else argv)]),
                 "this_invocation_wall_s": time.time() - start, "sentences": counts,
                 "settings": settings,

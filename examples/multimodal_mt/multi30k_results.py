@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 from typing import Dict, List
 
+from fairseq_ctx.core.machine_facts import MachineFacts
+
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
 EXPECTED = ("Expected direction (Libovický, 2019, Europarl multi-source: +3 to +4 BLEU over a single "
             "source): every multi-source model above the text-only en→de model.")
@@ -40,14 +42,12 @@ def _minutes(seconds: float) -> str:
 
 def markdown(rows: List[dict], run: dict) -> str:
     base = next((r["bleu"] for r in rows if r["second_source"] is None), None)
-    machine = run["machine"]
     total = sum(r["train_wall_s"] + r["eval_wall_s"] for r in rows)
     pairs = ", ".join(sorted({r["pair"] for r in rows if r["second_source"]})) or "none run yet"
     lines = [
         f"# Multi30k: a second source language ({pairs}) against text-only en→de",
         "",
-        f"Date: {run['date']}. Machine: {machine['cpu_cores']} CPU cores ({machine['torch_threads']} torch threads), "
-        f"GPU: {machine['gpu']}; torch {machine['torch']}, {machine['platform']}.",
+        f"Date: {run['date']}. Machine: {MachineFacts(**run['machine']).describe()}.",
         f"Data: Multi30k task 1 (Elliott et al., 2016), lc.norm.tok files, "
         f"{run['sentences']['train']}/{run['sentences']['valid']}/{run['sentences']['test']} sentences "
         "(train / val / test_2016_flickr).",
