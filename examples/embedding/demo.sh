@@ -9,6 +9,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${1:-work/embedding}
 UPDATES=${UPDATES:-1200}
+STARTED=$(date +%s)
+COMMAND="UPDATES=$UPDATES bash examples/embedding/demo.sh $*"
 # One intra-op thread: these models are tiny, and on a shared machine torch's thread pool spins
 # against other processes (measured 0.2 vs 6 updates/s for the same run under load).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
@@ -63,4 +65,4 @@ fairseq-ctx-embed --path checkpoints/ct_mde_small/checkpoint_last.pt --lang xb -
 fairseq-ctx-xsim xa.npy xb.npy
 
 echo "== 5/5 embed every model's documents and sentences; retrieval, X-Y classification, t-SNE"
-python "$HERE/evaluate.py" --work . --out-dir "$HERE"
+python "$HERE/evaluate.py" --work . --out-dir "$HERE" --updates "$UPDATES" --started "$STARTED" --command "$COMMAND"

@@ -1,15 +1,19 @@
 """Evaluate the demo models: xsim between the non-pivot languages xa and xb, X-Y document
-classification, and t-SNE pictures. Writes results.md, results.json and tsne_*.png."""
+classification, and t-SNE pictures. Writes results.md, results.json and tsne_*.png, stating the
+date, the machine, the updates per model, the wall time since the demo started and its command."""
 import argparse
+import datetime
 import json
 import logging
 import os
+import time
 
 import numpy as np
 
 from fairseq_ctx.embedding.doc_classify import accuracy_matrix, format_matrix, load_split
 from fairseq_ctx.embedding.embedder import Embedder, embed_file
 from fairseq_ctx.embedding.embedding_plot import plot
+from fairseq_ctx.core.machine_facts import this_machine
 from fairseq_ctx.embedding.xsim import DIRECTIONS, xsim_files
 
 MULTILINGUAL = {"tmde": "T-MDE", "ct_mde_small": "T-MDE + distance_constraint (cT-MDE)",
@@ -65,13 +69,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--work", required=True)
     parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--updates", type=int, required=True, help="updates each model was trained for")
+    parser.add_argument("--started", type=float, required=True, help="when the demo started (seconds since the epoch)")
+    parser.add_argument("--command", required=True, help="the command that ran the demo")
     args = parser.parse_args()
     langs = ["pa", "pb", "xa", "xb", "xc"]
     results = {name: evaluate(args.work, name, langs, ("xa", "xb")) for name in MULTILINGUAL}
     bilingual = {name: evaluate(args.work, name, ["pa", "pb"], ("pa", "pb")) for name in BILINGUAL}
     header = ("| model | xsim error % cos (→ / ←) | xsim error % margin (→ / ←) | Cross acc % | Same acc % | All acc % |\n"
               "|---|---|---|---|---|---|")
+    machine = this_machine(int(os.environ.get("OMP_NUM_THREADS", "0")) or None)  # the threads demo.sh trained with
+    facts = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+             "machine": machine.as_dict(),
+             "command": args.command, "updates": args.updates,
+             "wall_time_min": round((time.time() - args.started) / 60, 1)}
     lines = ["# Multilingual embedding demo results", "",
+             f"- Date: {facts['date']}; machine: {machine.describe()}",
+             f"- Command: `{args.command}`",
+             f"- Updates: {args.updates} per model; wall time of the whole demo (corpus, training, evaluation): "
+             f"{facts['wall_time_min']} min", "",
              "Generated corpus, 5 languages (pivots pa, pb), 8 pairs, same update budget for every model.",
              "Retrieval: test sentences xa ↔ xb (never paired in training). Classification: 4 topics, FFN on "
              "document embeddings of language X, tested on Y.", "", header]
@@ -83,8 +99,8 @@ def main() -> None:
     with open(os.path.join(args.out_dir, "results.md"), "w") as handle:
         handle.write("\n".join(lines) + "\n")
     with open(os.path.join(args.out_dir, "results.json"), "w") as handle:
-        json.dump({k: {"xsim": v["xsim"], "classification": v["classification"]} for k, v in {**results, **bilingual}.items()},
-                  handle, indent=2)
+        models = {k: {"xsim": v["xsim"], "classification": v["classification"]} for k, v in {**results, **bilingual}.items()}
+        json.dump({**facts, "models": models}, handle, indent=2)
     labels = open(os.path.join(args.work, "raw", "test.doc.labels")).read().split()
     for name in ("ct_mde_small", "tmde"):
         arrays = [np.load(os.path.join(results[name]["dir"], f"test.{l}.npy"))[:80] for l in ("xa", "xb", "xc")]
