@@ -162,3 +162,20 @@ def test_a_resumed_run_keeps_the_validations_logged_before_it_stopped(recipe, tm
         logger.info(validation(600, 16.0))
     assert validation_curve(log.read_text(), "bleu") == [[200, 2.9], [400, 6.9], [600, 16.0]]
     assert validation_curve(log.read_text(), "loss") == [[200, 7.0], [400, 7.0], [600, 7.0]]
+
+
+def test_the_direction_is_stated_for_one_or_several_multi_source_models(monkeypatch):
+    monkeypatch.syspath_prepend(str(RECIPE_DIR))
+    from multi30k_results import direction
+
+    def row(name: str, second_source, bleu: float) -> dict:
+        return {"name": name, "second_source": second_source, "bleu": bleu}
+
+    base = row("text-only", None, 30.06)
+    assert direction([base, row("serial-fr", "fr", 31.69)]) == \
+        "Held: the multi-source model is above text-only (30.06 BLEU)."
+    assert direction([base, row("serial-fr", "fr", 31.69), row("flat-fr", "fr", 31.0)]) == \
+        "Held: all 2 multi-source models are above text-only (30.06 BLEU)."
+    assert direction([base, row("flat-fr", "fr", 29.0)]) == \
+        "Did not hold for 1 of 1 models, at or below text-only (30.06 BLEU): flat-fr (29.00)."
+    assert direction([row("serial-fr", "fr", 31.69)]).startswith("Not judged")

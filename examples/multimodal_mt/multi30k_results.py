@@ -24,7 +24,8 @@ def direction(rows: List[dict]) -> str:
         return "Not judged: the run has no text-only model or no multi-source model."
     below = [f"{r['name']} ({r['bleu']:.2f})" for r in multi if r["bleu"] <= base["bleu"]]
     if not below:
-        return f"Held: all {len(multi)} multi-source models are above text-only ({base['bleu']:.2f} BLEU)."
+        which = "the multi-source model is" if len(multi) == 1 else f"all {len(multi)} multi-source models are"
+        return f"Held: {which} above text-only ({base['bleu']:.2f} BLEU)."
     return (f"Did not hold for {len(below)} of {len(multi)} models, at or below text-only ({base['bleu']:.2f} BLEU): "
             + ", ".join(below) + ".")
 
