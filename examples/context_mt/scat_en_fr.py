@@ -35,14 +35,13 @@ sys.path.insert(0, str(HERE))
 
 import scat_data  # noqa: E402
 import scat_results  # noqa: E402
+from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
 from fairseq_ctx.core.tool_logging import QUIET_LIBRARIES  # noqa: E402
 from fairseq_ctx.core.train_log import sentences_per_update, validation_curve  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
 CONTEXT_MODELS = [*CONTEXT_ARCHS, *TARGET_CONTEXT_MODELS]
-SENTENCE = "sentence"
-SENTENCE_ON_SCAT = "sentence_scat"  # stage 1 continued on the SCAT lines without context: the stage-2 control
 STAGE_TWO_MODELS = [SENTENCE_ON_SCAT, *CONTEXT_MODELS]
 FILE_LOGGERS = ("fairseq_cli.train", "fairseq.logging.progress_bar")  # where fairseq adds --log-file handlers
 # console script -> (module, function, whether it reads sys.argv instead of an argv parameter)

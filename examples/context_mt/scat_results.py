@@ -12,6 +12,10 @@ from typing import Dict, List, Sequence, Tuple
 from fairseq_ctx.core.generate_output import read_generate_lines
 from fairseq_ctx.core.machine_facts import this_machine
 
+SENTENCE = "sentence"  # the stage-1 sentence-level model
+SENTENCE_ON_SCAT = "sentence_scat"  # stage 1 continued on the SCAT lines without context: the stage-2 control
+
+
 def sentence_hypotheses(generate_output: Path, sentence_ids: Path) -> List[str]:
     """Detokenised hypotheses (``D-`` lines) of the SCAT sentences, in example order; the context
     lines of the two-line documents are translated too but not scored."""
@@ -35,7 +39,7 @@ def table(rows: Sequence[Dict]) -> List[str]:
     for r in rows:
         support = r.get("support", {})
         by_support = " / ".join(f"{support[k]['accuracy']:.3f}" if k in support else "–" for k in ("context", "current"))
-        context = ("none" if r["model"] == "sentence" else "none (stage 2 on SCAT lines)" if r["context_size"] == 0 else
+        context = ("none" if r["model"] == SENTENCE else "none (stage 2 on SCAT lines)" if r["context_size"] == 0 else
                    "1 segment (source + own target)" if r.get("target_context_size") else "1 segment (source)")
         per_update = f"{r['sentences_per_update']:.1f}" if r.get("sentences_per_update") else "–"
         valid_loss = f"{r['valid_loss'][-1][1]:.3f}" if r.get("valid_loss") else "–"
