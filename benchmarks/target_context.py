@@ -187,7 +187,7 @@ def report(args: argparse.Namespace, translation: Sequence[TranslationSpeed], tr
         f"- Date: {datetime.date.today().isoformat()}",
         f"- Machine: {this_machine().describe()}; load average (1 min) before/after {load[0]:.2f}/{load[1]:.2f}",
         f"- Command: `python benchmarks/target_context.py {shlex.join(sys.argv[1:])}`",
-        f"- Timings: {args.clock} clock, torch threads {torch.get_num_threads()}; total {seconds:.0f} s",
+        f"- Timings: {args.clock} clock; total {seconds:.0f} s",
         "",
         f"Document translation (hub, beam 5, {args.doc_batch_size} sentences per batch; hmce {args.translate_size}, "
         f"--context-size 1, trained {args.translate_updates} updates on the generated target corpus; "

@@ -10,10 +10,10 @@ import time
 
 import numpy as np
 
+from fairseq_ctx.core.machine_facts import this_machine
 from fairseq_ctx.embedding.doc_classify import accuracy_matrix, format_matrix, load_split
 from fairseq_ctx.embedding.embedder import Embedder, embed_file
 from fairseq_ctx.embedding.embedding_plot import plot
-from fairseq_ctx.core.machine_facts import this_machine
 from fairseq_ctx.embedding.xsim import DIRECTIONS, xsim_files
 
 MULTILINGUAL = {"tmde": "T-MDE", "ct_mde_small": "T-MDE + distance_constraint (cT-MDE)",
@@ -78,7 +78,7 @@ def main() -> None:
     bilingual = {name: evaluate(args.work, name, ["pa", "pb"], ("pa", "pb")) for name in BILINGUAL}
     header = ("| model | xsim error % cos (→ / ←) | xsim error % margin (→ / ←) | Cross acc % | Same acc % | All acc % |\n"
               "|---|---|---|---|---|---|")
-    machine = this_machine(int(os.environ.get("OMP_NUM_THREADS", "0")) or None)  # the threads demo.sh trained with
+    machine = this_machine()  # demo.sh exports its OMP_NUM_THREADS to training and to this process alike
     facts = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              "machine": machine.as_dict(),
              "command": args.command, "updates": args.updates,
