@@ -179,3 +179,20 @@ def test_the_direction_is_stated_for_one_or_several_multi_source_models(monkeypa
     assert direction([base, row("flat-fr", "fr", 29.0)]) == \
         "Did not hold for 1 of 1 models, at or below text-only (30.06 BLEU): flat-fr (29.00)."
     assert direction([row("serial-fr", "fr", 31.69)]).startswith("Not judged")
+
+
+def test_the_plateau_is_judged_on_the_last_fifth_of_the_text_only_curve(monkeypatch):
+    monkeypatch.syspath_prepend(str(RECIPE_DIR))
+    from multi30k_results import convergence
+
+    def curve(*bleus: float) -> list:
+        return [[250 * (k + 1), bleu] for k, bleu in enumerate(bleus)]
+
+    rising = {"name": "text-only", "second_source": None, "valid_bleu": curve(10, 20, 25, 27, 28, 29.0, 30.0, 31.0)}
+    flat = {**rising, "valid_bleu": curve(10, 20, 25, 30, 32, 33.0, 33.2, 33.1)}
+    assert convergence([rising]) == ("Text-only greedy validation BLEU: best 29.00 up to update 1600, "
+                                     "best 31.00 in updates 1601–2000 (+2.00): still rising (gain of 0.5 or more).")
+    assert convergence([flat]) == ("Text-only greedy validation BLEU: best 33.00 up to update 1600, "
+                                   "best 33.20 in updates 1601–2000 (+0.20): plateaued (gain under 0.5).")
+    assert convergence([{**flat, "valid_bleu": curve(10)}]).startswith("Plateau not judged")
+    assert convergence([{**flat, "name": "serial-fr", "second_source": "fr"}]).startswith("Plateau not judged")

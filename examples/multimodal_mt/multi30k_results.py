@@ -7,6 +7,8 @@ from typing import Dict, List
 from fairseq_ctx.core.machine_facts import MachineFacts
 
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
+PLATEAU_TAIL = 0.2  # the last fifth of the updates
+PLATEAU_GAIN = 0.5  # BLEU
 EXPECTED = ("Expected direction (Libovický, 2019, Europarl multi-source: +3 to +4 BLEU over a single "
             "source): every multi-source model above the text-only en→de model.")
 
@@ -28,6 +30,25 @@ def direction(rows: List[dict]) -> str:
         return f"Held: {which} above text-only ({base['bleu']:.2f} BLEU)."
     return (f"Did not hold for {len(below)} of {len(multi)} models, at or below text-only ({base['bleu']:.2f} BLEU): "
             + ", ".join(below) + ".")
+
+
+def convergence(rows: List[dict]) -> str:
+    """Whether the text-only model's greedy validation BLEU has plateaued: the best value of the
+    last fifth of its updates against the best before, a gain under 0.5 BLEU counting as a plateau."""
+    base = next((r for r in rows if r["second_source"] is None), None)
+    if base is None or len(base["valid_bleu"]) < 2:
+        return "Plateau not judged: no text-only validation curve with two or more points."
+    last = base["valid_bleu"][-1][0]
+    start = last - round(PLATEAU_TAIL * last)
+    before = [bleu for updates, bleu in base["valid_bleu"] if updates <= start]
+    tail = [bleu for updates, bleu in base["valid_bleu"] if updates > start]
+    if not before:
+        return "Plateau not judged: every text-only validation lies in the last fifth of the run."
+    gain = max(tail) - max(before)
+    verdict = (f"plateaued (gain under {PLATEAU_GAIN})" if gain < PLATEAU_GAIN
+               else f"still rising (gain of {PLATEAU_GAIN} or more)")
+    return (f"Text-only greedy validation BLEU: best {max(before):.2f} up to update {start}, "
+            f"best {max(tail):.2f} in updates {start + 1}–{last} ({gain:+.2f}): {verdict}.")
 
 
 def _best_valid(row: dict) -> str:
@@ -80,6 +101,8 @@ def markdown(rows: List[dict], run: dict) -> str:
         "",
         f"{EXPECTED} **{direction(rows)}**",
         "",
+        convergence(rows),
+        "",
         f"Wall time: {_minutes(total)} min for {len(rows)} model(s) (training with validation, then test "
         f"decoding and scoring); this invocation {_minutes(run['this_invocation_wall_s'])} min.",
         "",
@@ -131,7 +154,8 @@ def write_results(model_dir: Path, out_dir: Path, run: dict, stem: str = "multi3
     rows = load_rows(model_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.{ext}" for ext in ("json", "md", "png")]
-    summary: Dict[str, object] = {**run, "expected": EXPECTED, "direction": direction(rows), "models": rows}
+    summary: Dict[str, object] = {**run, "expected": EXPECTED, "direction": direction(rows),
+                                 "convergence": convergence(rows), "models": rows}
     paths[0].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(rows, run), encoding="utf-8")
     plot(rows, paths[2])
