@@ -132,7 +132,9 @@ def test_exact_search_blocks_give_the_same_neighbours(monkeypatch):
     monkeypatch.setattr("fairseq_ctx.embedding.xsim.BLOCK_ELEMENTS", 7 * 40)
     blocked = nearest_neighbours(x, y, 5, "exact")
     np.testing.assert_array_equal(whole.indices, blocked.indices)
-    np.testing.assert_array_equal(whole.similarities, blocked.similarities)
+    # a block's matrix product may round in the last float32 bit differently from the whole one (BLAS
+    # kernels depend on the block's shape and the CPU)
+    np.testing.assert_allclose(whole.similarities, blocked.similarities, rtol=1e-6, atol=0)
 
 
 @pytest.mark.skipif(not faiss_available(), reason="faiss is not installed (the 'faiss' extra)")
@@ -151,8 +153,11 @@ def test_faiss_and_exact_search_agree_with_duplicates():
     for texts_given in (None, texts):
         exact = xsim(x, y, k=4, src_texts=texts_given, tgt_texts=texts_given, search="exact")
         with_faiss = xsim(x, y, k=4, src_texts=texts_given, tgt_texts=texts_given, search="faiss")
-        assert {m: {d: e.errors for d, e in r.items()} for m, r in exact.items()} == \
-            {m: {d: e.errors for d, e in r.items()} for m, r in with_faiss.items()}
+        # faiss and the exact search round similarities differently in the last float32 bit, which can
+        # flip a margin tie between two candidates: at most one of the 300 sentences may be judged apart
+        for margin, by_direction in exact.items():
+            for direction_name, result in by_direction.items():
+                assert abs(result.errors - with_faiss[margin][direction_name].errors) <= 1
 
 
 def save(path, array) -> str:
