@@ -2,7 +2,7 @@
 JSON files (one per finished model, so a resumed or partial run is reported as it stands)."""
 import json
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from fairseq_ctx.core.machine_facts import MachineFacts
 
@@ -18,9 +18,14 @@ def load_rows(model_dir: Path) -> List[dict]:
     return sorted(rows, key=lambda r: (r["second_source"] or "", ORDER.index(r["strategy"])))
 
 
+def text_only(rows: List[dict]) -> Optional[dict]:
+    """The row of the model without a second source, if the run has one."""
+    return next((r for r in rows if r["second_source"] is None), None)
+
+
 def direction(rows: List[dict]) -> str:
     """Plain statement of whether every multi-source model beat the text-only model."""
-    base = next((r for r in rows if r["second_source"] is None), None)
+    base = text_only(rows)
     multi = [r for r in rows if r["second_source"] is not None]
     if base is None or not multi:
         return "Not judged: the run has no text-only model or no multi-source model."
@@ -35,7 +40,7 @@ def direction(rows: List[dict]) -> str:
 def convergence(rows: List[dict]) -> str:
     """Whether the text-only model's greedy validation BLEU has plateaued: the best value of the
     last fifth of its updates against the best before, a gain under 0.5 BLEU counting as a plateau."""
-    base = next((r for r in rows if r["second_source"] is None), None)
+    base = text_only(rows)
     if base is None or len(base["valid_bleu"]) < 2:
         return "Plateau not judged: no text-only validation curve with two or more points."
     last = base["valid_bleu"][-1][0]
@@ -44,11 +49,12 @@ def convergence(rows: List[dict]) -> str:
     tail = [bleu for updates, bleu in base["valid_bleu"] if updates > start]
     if not before:
         return "Plateau not judged: every text-only validation lies in the last fifth of the run."
-    gain = max(tail) - max(before)
+    best_before, best_tail = max(before), max(tail)
+    gain = best_tail - best_before
     verdict = (f"plateaued (gain under {PLATEAU_GAIN})" if gain < PLATEAU_GAIN
                else f"still rising (gain of {PLATEAU_GAIN} or more)")
-    return (f"Text-only greedy validation BLEU: best {max(before):.2f} up to update {start}, "
-            f"best {max(tail):.2f} in updates {start + 1}–{last} ({gain:+.2f}): {verdict}.")
+    return (f"Text-only greedy validation BLEU: best {best_before:.2f} up to update {start}, "
+            f"best {best_tail:.2f} in updates {start + 1}–{last} ({gain:+.2f}): {verdict}.")
 
 
 def _best_valid(row: dict) -> str:
@@ -63,7 +69,8 @@ def _minutes(seconds: float) -> str:
 
 
 def markdown(rows: List[dict], run: dict) -> str:
-    base = next((r["bleu"] for r in rows if r["second_source"] is None), None)
+    reference = text_only(rows)
+    base = None if reference is None else reference["bleu"]
     total = sum(r["train_wall_s"] + r["eval_wall_s"] for r in rows)
     pairs = ", ".join(sorted({r["pair"] for r in rows if r["second_source"]})) or "none run yet"
     lines = [
@@ -128,7 +135,7 @@ def plot(rows: List[dict], path: Path) -> None:
         values = {r["strategy"]: r["bleu"] for r in rows if r["second_source"] == pair}
         xs = [k + i * width for k, s in enumerate(strategies) if s in values]
         bars.bar(xs, [values[s] for s in strategies if s in values], width, label=f"en+{pair}→de")
-    base = next((r for r in rows if r["second_source"] is None), None)
+    base = text_only(rows)
     if base is not None:
         bars.axhline(base["bleu"], color="black", linestyle="--", label=f"text-only en→de ({base['bleu']:.1f})")
     bars.set_xticks([k + width * (len(pairs) - 1) / 2 for k in range(len(strategies))])
