@@ -11,7 +11,8 @@ The retrieved row is chosen among the k nearest targets of x, NN_k(x), by one of
 
 with m(x, y) = (mean of cos(x, z) over z in NN_k(x) + mean of cos(y, z) over z in NN_k(y)) / 2,
 NN_k(y) being y's k nearest *source* rows (Artetxe & Schwenk, 2019, margin-based scoring).
-A retrieval is wrong when it is not the aligned row (index error), or, given the text of the
+Among candidates of equal score (to float32 rounding, :data:`TIE_TOLERANCE`) the lowest row is
+retrieved. A retrieval is wrong when it is not the aligned row (index error), or, given the text of the
 retrieved side, when its text differs from the aligned row's text (textual error: a test set
 with duplicate sentences has several right answers).
 
@@ -31,6 +32,9 @@ MARGINS = ("absolute", "ratio", "distance")
 DIRECTIONS = ("src2tgt", "tgt2src")
 SEARCHES = ("auto", "faiss", "exact")
 BLOCK_ELEMENTS = 1 << 22
+TIE_TOLERANCE = 1e-5
+"""Margin scores this close (relative to the best, absolute below 1) are ties: float32 cosines carry
+rounding of about 1e-7 that differs between faiss and numpy; true differences this small are noise."""
 
 
 class Neighbours(NamedTuple):
@@ -128,24 +132,25 @@ def _exact_search(queries: np.ndarray, keys: np.ndarray, k: int) -> Neighbours:
 
 
 def best_candidates(forward: Neighbours, backward: Neighbours, margin: str) -> np.ndarray:
-    """The retrieved key row of every query: the highest-scoring of its k nearest keys.
+    """The retrieved key row of every query: the highest-scoring of its k nearest keys, the lowest
+    row among equals.
 
     ``forward``: the queries' nearest keys; ``backward``: the keys' nearest queries (for the
-    margins' second mean). ``absolute`` takes the most similar key (the lowest row among equals).
+    margins' second mean). Scores within :data:`TIE_TOLERANCE` of the best are equal: faiss, numpy
+    and the CPU's BLAS round a cosine differently in its last float32 bit (even for two copies of
+    one row), and that must not decide between two equally good rows.
     """
     if margin not in MARGINS:
         raise ValueError(f"margin must be one of {', '.join(MARGINS)}, got '{margin}'")
-    if margin == "absolute":
-        best = forward.similarities[:, :1]
-        return np.where(forward.similarities == best, forward.indices, np.iinfo(np.int64).max).min(axis=1)
-    query_mean = forward.similarities.mean(axis=1)
-    key_mean = backward.similarities.mean(axis=1)
-    denominator = (query_mean[:, None] + key_mean[forward.indices]) / 2
-    if margin == "ratio":
-        scores = forward.similarities / denominator
-    else:
-        scores = forward.similarities - denominator
-    return forward.indices[np.arange(len(scores)), scores.argmax(axis=1)]
+    scores = forward.similarities.astype(np.float64)
+    if margin != "absolute":
+        query_mean = scores.mean(axis=1)
+        key_mean = backward.similarities.astype(np.float64).mean(axis=1)
+        denominator = (query_mean[:, None] + key_mean[forward.indices]) / 2
+        scores = scores / denominator if margin == "ratio" else scores - denominator
+    best = scores.max(axis=1, keepdims=True)
+    tied = scores >= best - TIE_TOLERANCE * np.maximum(np.abs(best), 1.0)
+    return np.where(tied, forward.indices, np.iinfo(np.int64).max).min(axis=1)
 
 
 def count_errors(retrieved: np.ndarray, texts: Optional[Sequence[str]] = None) -> RetrievalError:
