@@ -69,9 +69,10 @@ def test_recipe_end_to_end_writes_one_row_per_model_and_pair(recipe, tmp_path):
         assert 0.0 <= row["bleu"] <= 100.0 and 0.0 <= row["chrf"] <= 100.0
         assert [u for u, _ in row["valid_bleu"]] == [2, 4]
         if row["second_source"] is None:
-            assert "bleu_shuffled" not in row
+            assert "bleu_shuffled" not in row and "bleu_p" not in row
         else:
             assert math.isclose(row["bleu_drop"], row["bleu"] - row["bleu_shuffled"])
+            assert 0.0 < row["bleu_p"] <= 1.0 and 0.0 < row["chrf_p"] <= 1.0
         assert row["train_wall_s"] > 0 and row["eval_wall_s"] > 0
     assert summary["machine"]["cpu_cores"] >= 1
     table = (results / "multi30k_multisource.md").read_text()

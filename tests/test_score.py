@@ -8,7 +8,8 @@ import pytest
 import sacrebleu
 
 from fairseq_ctx.cli import score as score_cli
-from fairseq_ctx.core.scoring import ScoringInputError, load_translations, remove_bpe, translation_scores
+from fairseq_ctx.core.scoring import (ScoringInputError, load_translations, paired_bootstrap, remove_bpe,
+                                     translation_scores)
 
 SOURCES = ["Die Katze sitzt auf der Matte.", "Ein Hund bellt laut.", "Wir gehen morgen nach Hause.",
            "Das Wetter ist heute schön."]
@@ -149,3 +150,17 @@ def test_context_key_keeps_bleu_of_h_lines_and_context_accuracy(tmp_path, capsys
     (tmp_path / "key").write_text("er|sie,es\ner|sie,es\n\n")
     score_cli.main([str(tmp_path / "gen.out"), "--context-key", str(tmp_path / "key")])
     assert capsys.readouterr().out == "BLEU = 100.00\ncontext accuracy = 0.500 (1/2 context-dependent sentences)\n"
+
+
+def test_paired_bootstrap_tells_a_real_gain_from_none():
+    """60 references; the better system gets 40 of them exactly right where the baseline gets 10, a
+    copy of the baseline differs in nothing. p is sacreBLEU's paired bootstrap (fixed seed)."""
+    references = [f"a photo of dog {i} running on the grass near house {i}" for i in range(60)]
+    baseline = [r if i < 10 else f"a photo of cat {i} on grass" for i, r in enumerate(references)]
+    better = [r if i < 40 else baseline[i] for i, r in enumerate(references)]
+    p = paired_bootstrap(baseline, {"better": better, "copy": list(baseline)}, references, tokenize="none", samples=200)
+    assert p["better"]["bleu_p"] < 0.01 and p["better"]["chrf_p"] < 0.01
+    assert p["copy"] == {"bleu_p": 1.0, "chrf_p": 1.0}
+    assert paired_bootstrap(baseline, {}, references) == {}
+    with pytest.raises(ScoringInputError, match="short has 59 hypotheses for 60 references"):
+        paired_bootstrap(baseline, {"short": better[:59]}, references)

@@ -286,10 +286,15 @@ def shuffled_data_dir(data_bin: Path, target: str, lang: str, seed: int) -> None
     link_data_dir(str(data_bin), target, skip)
 
 
+def test_reference(data: str) -> str:
+    """The lc.norm.tok German references of test_2016_flickr, which every test score is against."""
+    return os.path.join(data, f"{SPLITS['test']}.lc.norm.tok.{TARGET}")
+
+
 def run_model(model: Model, args: argparse.Namespace, work: Path, user_dir: str) -> dict:
     data_bin, ckpt, out = work / "data-bin", work / "checkpoints" / model.name, work / "eval" / model.name
     out.mkdir(parents=True, exist_ok=True)
-    reference = os.path.join(args.data, f"{SPLITS['test']}.lc.norm.tok.{TARGET}")
+    reference = test_reference(args.data)
     train = train_step(model, data_bin, user_dir, ckpt, args)
     start = time.time()
     with captured_log(out / "train.log"):
@@ -321,6 +326,21 @@ def run_model(model: Model, args: argparse.Namespace, work: Path, user_dir: str)
                       bleu_drop=scores["bleu"] - attacked["bleu"])
     result.update(train_wall_s=train_wall, eval_wall_s=time.time() - start, commands=[s.shell for s in steps])
     return result
+
+
+def significance_against_text_only(work: Path, names: Sequence[str], reference: str) -> Dict[str, Dict[str, float]]:
+    """Paired bootstrap p-values (Koehn, 2004; 1000 resamples) of each finished multi-source model's test
+    BLEU and chrF difference from text-only's, ``{name: {"bleu_p", "chrf_p"}}``; empty without text-only."""
+    from fairseq_ctx.core.scoring import load_translations, paired_bootstrap
+
+    def hypotheses(name: str) -> List[str]:
+        return load_translations(str(work / "eval" / name / "generate-test.txt"), ref=reference)[0]
+
+    if "text-only" not in names:
+        return {}
+    references = load_translations(str(work / "eval" / "text-only" / "generate-test.txt"), ref=reference)[1]
+    systems = {name: hypotheses(name) for name in names if name != "text-only"}
+    return paired_bootstrap(hypotheses("text-only"), systems, references, tokenize="none")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -366,7 +386,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 "this_invocation_wall_s": time.time() - start, "sentences": counts,
                 "settings": settings,
                 "data_commands": [s.shell for s in data_steps]}
-    written = write_results(results_dir, Path(args.results), run_info)
+    significance = significance_against_text_only(work, sorted(p.stem for p in results_dir.glob("*.json")),
+                                                  test_reference(args.data))
+    written = write_results(results_dir, Path(args.results), run_info, significance)
     print("\n".join(str(p) for p in written))
 
 

@@ -93,16 +93,21 @@ def markdown(rows: List[dict], run: dict) -> str:
         "papers report Multi30k BLEU. \"shuffled\": the same model re-decoded with the second source permuted "
         "across the test set (as fairseq-ctx-adversarial does); drop = BLEU − BLEU shuffled.",
         "",
-        "| model | pair | updates | BLEU | chrF | Δ BLEU vs text-only | BLEU, 2nd source shuffled | drop | "
-        "best val BLEU (greedy) @ update | train min | eval min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "p: paired bootstrap resampling of the test set (Koehn, 2004; sacreBLEU's `--paired-bs`, 1000 resamples, "
+        "seed 12345) against text-only, for the BLEU and the chrF difference; below 0.05 the difference is unlikely "
+        "to be chance (one training run per model: seed variance is not in it).",
+        "",
+        "| model | pair | updates | BLEU | chrF | Δ BLEU vs text-only | p, BLEU / chrF | BLEU, 2nd source shuffled | "
+        "drop | best val BLEU (greedy) @ update | train min | eval min |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         delta = "—" if base is None or r["second_source"] is None else f"{r['bleu'] - base:+.2f}"
         shuffled = (f"{r['bleu_shuffled']:.2f} | {r['bleu_drop']:+.2f}" if "bleu_shuffled" in r
                     else "n/a (no second source) | n/a")
+        p_values = f"{r['bleu_p']:.3f} / {r['chrf_p']:.3f}" if "bleu_p" in r else "—"
         lines.append(f"| {r['name']} | {r['pair']} | {r['updates']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {delta} | "
-                     f"{shuffled} | {_best_valid(r)} | {_minutes(r['train_wall_s'])} | {_minutes(r['eval_wall_s'])} |")
+                     f"{p_values} | {shuffled} | {_best_valid(r)} | {_minutes(r['train_wall_s'])} | {_minutes(r['eval_wall_s'])} |")
     signatures = sorted({r["bleu_signature"] for r in rows} | {r["chrf_signature"] for r in rows})
     lines += [
         "",
@@ -156,9 +161,11 @@ def plot(rows: List[dict], path: Path) -> None:
     plt.close(figure)
 
 
-def write_results(model_dir: Path, out_dir: Path, run: dict, stem: str = "multi30k_multisource") -> List[Path]:
-    """Write ``{stem}.json``, ``{stem}.md`` and ``{stem}.png`` into ``out_dir``; returns their paths."""
-    rows = load_rows(model_dir)
+def write_results(model_dir: Path, out_dir: Path, run: dict, significance: Dict[str, Dict[str, float]],
+                  stem: str = "multi30k_multisource") -> List[Path]:
+    """Write ``{stem}.json``, ``{stem}.md`` and ``{stem}.png`` into ``out_dir``; returns their paths.
+    ``significance``: {model name: {"bleu_p", "chrf_p"}}, paired bootstrap p-values against text-only."""
+    rows = [{**r, **significance.get(r["name"], {})} for r in load_rows(model_dir)]
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.{ext}" for ext in ("json", "md", "png")]
     summary: Dict[str, object] = {**run, "expected": EXPECTED, "direction": direction(rows),

@@ -1,5 +1,6 @@
 """Scores of translations: sacreBLEU's BLEU and chrF with their signatures (Post, 2018), COMET
-(Rei et al., 2020) when unbabel-comet is installed, and the context accuracy of an answer key.
+(Rei et al., 2020) when unbabel-comet is installed, paired bootstrap p-values of a difference
+(Koehn, 2004), and the context accuracy of an answer key.
 
 BLEU, chrF and COMET are computed on detokenized text: hypotheses from the ``D-`` lines of
 ``fairseq-generate`` (``H-`` when there are none), references from ``T-`` lines or a plain
@@ -153,6 +154,34 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], sou
         else:
             result["comet_model"] = comet_model
     return result
+
+
+def paired_bootstrap(baseline: Sequence[str], systems: Dict[str, Sequence[str]], references: Sequence[str],
+                     tokenize: Optional[str] = None, samples: int = 1000) -> Dict[str, Dict[str, float]]:
+    """p-values of each system's BLEU and chrF difference from ``baseline``: sacreBLEU's paired
+    bootstrap resampling (Koehn, 2004), ``{system: {"bleu_p": p, "chrf_p": p}}``, with
+    ``samples`` resamples of the test set and sacreBLEU's fixed seed (``SACREBLEU_SEED``, 12345),
+    so the numbers are reproducible; the ``--paired-bs`` of the sacrebleu command line."""
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    if not systems:
+        return {}
+    for name, hypotheses in [("baseline", baseline), *systems.items()]:
+        if len(hypotheses) != len(references):
+            raise ScoringInputError(f"{name} has {len(hypotheses)} hypotheses for {len(references)} references; "
+                                    f"compare translations of the same test set")
+    refs = [list(references)]
+    metrics = {"bleu": BLEU(tokenize=tokenize, references=refs) if tokenize else BLEU(references=refs),
+               "chrf": CHRF(references=refs)}
+    identical = {name for name, hypotheses in systems.items() if list(hypotheses) == list(baseline)}
+    named = [("baseline", list(baseline)), *((name, list(h)) for name, h in systems.items())]
+    _, results = PairedTest(named, metrics, references=None, test_type="bs", n_samples=samples)()
+    # results: {"System": names, score name ("BLEU", "chrF2"): one Result per system}, metrics in order
+    columns = [column for name, column in results.items() if name != "System"]
+    # sacreBLEU gives a system identical to the baseline the smallest p it can, 1 / (samples + 1)
+    return {name: {f"{key}_p": 1.0 if name in identical else column[row].p_value for key, column in zip(metrics, columns)}
+            for row, name in enumerate(systems, start=1)}
 
 
 def context_accuracy(hyps: Dict[int, str], key_lines: List[str]) -> Tuple[float, int, int]:
