@@ -72,7 +72,7 @@ def markdown(rows: List[dict], run: dict) -> str:
     reference = text_only(rows)
     base = None if reference is None else reference["bleu"]
     total = sum(r["train_wall_s"] + r["eval_wall_s"] for r in rows)
-    pairs = ", ".join(sorted({r["pair"] for r in rows if r["second_source"]})) or "none run yet"
+    pairs = ", ".join(sorted({r["pair"] for r in rows if r["second_source"]})) or "none in this run"
     lines = [
         f"# Multi30k: a second source language ({pairs}) against text-only en→de",
         "",
