@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_ctx.core.machine_facts import this_machine
 from fairseq_ctx.core.train_log import validation_curve
@@ -333,14 +333,15 @@ def significance_against_text_only(work: Path, names: Sequence[str], reference: 
     BLEU and chrF difference from text-only's, ``{name: {"bleu_p", "chrf_p"}}``; empty without text-only."""
     from fairseq_ctx.core.scoring import load_translations, paired_bootstrap
 
-    def hypotheses(name: str) -> List[str]:
-        return load_translations(str(work / "eval" / name / "generate-test.txt"), ref=reference)[0]
+    def translations(name: str) -> Tuple[List[str], List[str]]:
+        hypotheses, references, _ = load_translations(str(work / "eval" / name / "generate-test.txt"), ref=reference)
+        return hypotheses, references
 
     if "text-only" not in names:
         return {}
-    references = load_translations(str(work / "eval" / "text-only" / "generate-test.txt"), ref=reference)[1]
-    systems = {name: hypotheses(name) for name in names if name != "text-only"}
-    return paired_bootstrap(hypotheses("text-only"), systems, references, tokenize="none")
+    baseline, references = translations("text-only")
+    systems = {name: translations(name)[0] for name in names if name != "text-only"}
+    return paired_bootstrap(baseline, systems, references, tokenize="none")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
