@@ -179,6 +179,12 @@ def test_the_direction_is_stated_for_one_or_several_multi_source_models(monkeypa
         "Held: all 2 multi-source models are above text-only (30.06 BLEU)."
     assert direction([base, row("flat-fr", "fr", 29.0)]) == \
         "Did not hold for 1 of 1 models, at or below text-only (30.06 BLEU): flat-fr (29.00)."
+    significant, chance = {"bleu_p": 0.004}, {"bleu_p": 0.135}
+    assert direction([base, {**row("serial-fr", "fr", 31.69), **significant}, {**row("flat-fr", "fr", 30.45), **chance}]) == \
+        ("Held: all 2 multi-source models are above text-only (30.06 BLEU). "
+         "The gain may be chance (paired bootstrap p ≥ 0.05) for flat-fr (p 0.135).")
+    assert direction([base, {**row("flat-fr", "fr", 29.0), **chance}]) == \
+        "Did not hold for 1 of 1 models, at or below text-only (30.06 BLEU): flat-fr (29.00)."
     assert direction([row("serial-fr", "fr", 31.69)]).startswith("Not judged")
 
 

@@ -9,6 +9,7 @@ from fairseq_ctx.core.machine_facts import MachineFacts
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
 PLATEAU_TAIL = 0.2  # the last fifth of the updates
 PLATEAU_GAIN = 0.5  # BLEU
+SIGNIFICANCE = 0.05  # paired bootstrap p below which a BLEU difference counts as more than chance
 EXPECTED = ("Expected direction (Libovický, 2019, Europarl multi-source: +3 to +4 BLEU over a single "
             "source): every multi-source model above the text-only en→de model.")
 
@@ -24,7 +25,8 @@ def text_only(rows: List[dict]) -> Optional[dict]:
 
 
 def direction(rows: List[dict]) -> str:
-    """Plain statement of whether every multi-source model beat the text-only model."""
+    """Plain statement of whether every multi-source model beat the text-only model, naming the
+    models above it whose BLEU gain is within chance (paired bootstrap p of 0.05 or more)."""
     base = text_only(rows)
     multi = [r for r in rows if r["second_source"] is not None]
     if base is None or not multi:
@@ -32,9 +34,16 @@ def direction(rows: List[dict]) -> str:
     below = [f"{r['name']} ({r['bleu']:.2f})" for r in multi if r["bleu"] <= base["bleu"]]
     if not below:
         which = "the multi-source model is" if len(multi) == 1 else f"all {len(multi)} multi-source models are"
-        return f"Held: {which} above text-only ({base['bleu']:.2f} BLEU)."
-    return (f"Did not hold for {len(below)} of {len(multi)} models, at or below text-only ({base['bleu']:.2f} BLEU): "
-            + ", ".join(below) + ".")
+        verdict = f"Held: {which} above text-only ({base['bleu']:.2f} BLEU)."
+    else:
+        verdict = (f"Did not hold for {len(below)} of {len(multi)} models, at or below text-only "
+                   f"({base['bleu']:.2f} BLEU): " + ", ".join(below) + ".")
+    within_chance = [f"{r['name']} (p {r['bleu_p']:.3f})" for r in multi
+                     if r["bleu"] > base["bleu"] and "bleu_p" in r and r["bleu_p"] >= SIGNIFICANCE]
+    if within_chance:
+        verdict += (f" The gain may be chance (paired bootstrap p ≥ {SIGNIFICANCE}) for "
+                    + ", ".join(within_chance) + ".")
+    return verdict
 
 
 def convergence(rows: List[dict]) -> str:
