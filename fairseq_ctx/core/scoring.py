@@ -124,15 +124,21 @@ def comet_score(sources: Sequence[str], hypotheses: Sequence[str], references: S
     return float(load_from_checkpoint(path).predict(data, batch_size=batch_size, gpus=0).system_score)
 
 
+def sacrebleu_metrics(tokenize: Optional[str] = None, references: Optional[Sequence[str]] = None) -> Tuple:
+    """sacreBLEU's BLEU (``tokenize``: its tokenizer, None for its default 13a) and chrF, the two
+    metrics every score and every significance test here uses; with ``references``, cached in them."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    refs = None if references is None else [list(references)]
+    return BLEU(tokenize=tokenize, references=refs), CHRF(references=refs)
+
+
 def translation_scores(hypotheses: Sequence[str], references: Sequence[str], sources: Optional[Sequence[str]] = None,
                        tokenize: Optional[str] = None, comet_model: Optional[str] = DEFAULT_COMET_MODEL) -> Dict:
     """sacreBLEU's corpus BLEU and chrF with their signatures and formatted lines, and COMET
     when ``comet_model`` is given, unbabel-comet is importable, there are sources and the model
     can be loaded (else ``comet_skipped`` says why, e.g. no network to download the model)."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    bleu = BLEU(tokenize=tokenize) if tokenize else BLEU()
-    chrf = CHRF()
+    bleu, chrf = sacrebleu_metrics(tokenize)
     bleu_score = bleu.corpus_score(list(hypotheses), [list(references)])
     chrf_score = chrf.corpus_score(list(hypotheses), [list(references)])
     result = {"sentences": len(hypotheses),
@@ -162,7 +168,6 @@ def paired_bootstrap(baseline: Sequence[str], systems: Dict[str, Sequence[str]],
     bootstrap resampling (Koehn, 2004), ``{system: {"bleu_p": p, "chrf_p": p}}``, with
     ``samples`` resamples of the test set and sacreBLEU's fixed seed (``SACREBLEU_SEED``, 12345),
     so the numbers are reproducible; the ``--paired-bs`` of the sacrebleu command line."""
-    from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.significance import PairedTest
 
     if not systems:
@@ -171,9 +176,7 @@ def paired_bootstrap(baseline: Sequence[str], systems: Dict[str, Sequence[str]],
         if len(hypotheses) != len(references):
             raise ScoringInputError(f"{name} has {len(hypotheses)} hypotheses for {len(references)} references; "
                                     f"compare translations of the same test set")
-    refs = [list(references)]
-    metrics = {"bleu": BLEU(tokenize=tokenize, references=refs) if tokenize else BLEU(references=refs),
-               "chrf": CHRF(references=refs)}
+    metrics = dict(zip(("bleu", "chrf"), sacrebleu_metrics(tokenize, references)))
     identical = {name for name, hypotheses in systems.items() if list(hypotheses) == list(baseline)}
     named = [("baseline", list(baseline)), *((name, list(h)) for name, h in systems.items())]
     _, results = PairedTest(named, metrics, references=None, test_type="bs", n_samples=samples)()
