@@ -4,7 +4,8 @@ spectral term (eq. 4.8) and helpers that sample vectors from padded (B, T, d) te
 Conventions
 -----------
 - Rows are examples: ``x`` is (n, d1), ``y`` is (n, d2), row i of x pairs with row i of y.
-- Arithmetic runs in float32 whatever the input dtype (float16/bfloat16 inputs are upcast);
+- Arithmetic runs in float32 whatever the input dtype (float16/bfloat16 inputs are upcast, and
+  autocast is off inside: under ``--amp`` the products stay float32);
   ``dtype=torch.float64`` asks for float64; ``dtype=None`` means float64 if an input is float64,
   else float32. Results are 0-d tensors of that dtype.
 - Biased HSIC (Yun, 2022, ch. 4): tr(K C L C) / (n−1)². Unbiased HSIC: Song et al. (2012), eq. 5, needs
@@ -24,6 +25,8 @@ from typing import Optional, Set, Tuple
 
 import torch
 from torch import Tensor
+
+from fairseq_ctx.core.float32_statistics import without_autocast
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +106,7 @@ def _use_feature_space(x: Tensor, y: Tensor, kernel: str, unbiased: bool) -> boo
     return kernel == "linear" and not unbiased and max(x.size(1), y.size(1)) < x.size(0)
 
 
+@without_autocast
 def hsic(
     x: Tensor,
     y: Tensor,
@@ -121,6 +125,7 @@ def hsic(
     return _hsic_unbiased_gram(k, l) if unbiased else _hsic_biased_gram(k, l)
 
 
+@without_autocast
 def cka(
     x: Tensor,
     y: Tensor,
@@ -164,6 +169,7 @@ def _centered_heads(heads: Tensor, dtype: Optional[torch.dtype]) -> Tensor:
     return heads - heads.mean(dim=0, keepdim=True)
 
 
+@without_autocast
 def pairwise_linear_hsic(heads: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
     """(H, H) matrix of biased linear HSIC between the heads of ``heads`` (n, H, d_head)."""
     centered = _centered_heads(heads, dtype)
@@ -171,6 +177,7 @@ def pairwise_linear_hsic(heads: Tensor, dtype: Optional[torch.dtype] = None) -> 
     return cross.pow(2).sum(dim=(2, 3)) / (heads.size(0) - 1) ** 2
 
 
+@without_autocast
 def mean_pairwise_linear_hsic(heads: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
     """Mean over head pairs i < j of biased linear HSIC (the HSIC regularizer, eq. 4.7).
 
@@ -198,6 +205,7 @@ def mean_off_diagonal(matrix: Tensor) -> Tensor:
     return matrix[upper].mean()
 
 
+@without_autocast
 def srip(matrix: Tensor, iterations: int = 5, dtype: Optional[torch.dtype] = None) -> Tensor:
     """σ_max(MᵀM − I) by power iteration (Bansal et al. 2018; eq. 4.8 with M = V_all).
 

@@ -20,6 +20,7 @@ from fairseq_ctx.context.interactive import InteractiveDocuments
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 from fairseq_ctx.core.model_family import check_model_family
+from fairseq_ctx.core.mixed_precision import MixedPrecisionTask
 from fairseq_ctx.core.resumable_task import ResumableTask
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class ContextTranslationConfig(TranslationConfig):
 
 
 @register_task("context_translation", dataclass=ContextTranslationConfig)
-class ContextTranslationTask(ResumableTask, TranslationTask):
+class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask):
     """Document-level translation (Yun, 2022, ch. 3). Data = a fairseq-preprocess directory plus
     ``{split}.docids`` (one document id per source line) in the same directory."""
 

@@ -41,7 +41,7 @@ def factored_attention(attention: MultiheadAttention, query: Tensor, states: Ten
     tgt_len, bsz, embed_dim = query.shape
     heads, head_dim = attention.num_heads, attention.head_dim
     q = (attention.q_proj(query) * attention.scaling).view(tgt_len, bsz, heads, head_dim).permute(1, 2, 0, 3)
-    keys = states.transpose(0, 1)  # (B, S, kdim)
+    keys = states.transpose(0, 1).contiguous()  # (B, S, kdim): bfloat16 bmm copies a strided operand per use
     query_keys = torch.einsum("bhtd,hdc->bhtc", q, attention.k_proj.weight.view(heads, head_dim, -1))
     scores = torch.bmm(query_keys.reshape(bsz, heads * tgt_len, -1), keys.transpose(1, 2))
     scores = scores.view(bsz, heads, tgt_len, -1)

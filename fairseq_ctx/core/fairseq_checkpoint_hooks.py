@@ -14,7 +14,6 @@ nothing runs per training step).
 """
 import contextlib
 import contextvars
-import functools
 import logging
 import os
 import re
@@ -26,6 +25,7 @@ from omegaconf import open_dict
 
 from fairseq_ctx.core import atomic_checkpoint
 from fairseq_ctx.core.checkpoint_loading import CheckpointError, damage, load_state
+from fairseq_ctx.core.wrapping import wrap
 
 logger = logging.getLogger(__name__)
 
@@ -99,21 +99,9 @@ def _load_checkpoint(original, cfg, trainer, **passthrough_args):
             cfg.restore_file, cfg.finetune_from_model = saved
 
 
-def _wrap(name: str, wrapper) -> None:
-    original = getattr(checkpoint_utils, name)
-    if hasattr(original, "__wrapped__"):
-        return
-
-    @functools.wraps(original)
-    def hooked(*args, **kwargs):
-        return wrapper(original, *args, **kwargs)
-
-    setattr(checkpoint_utils, name, hooked)
-
-
 def install() -> None:
     """Install the hooks into ``fairseq.checkpoint_utils`` (idempotent)."""
     atomic_checkpoint.install()
-    _wrap("load_checkpoint_to_cpu", _load_checkpoint_to_cpu)
-    _wrap("load_model_ensemble_and_task", _load_model_ensemble_and_task)
-    _wrap("load_checkpoint", _load_checkpoint)
+    wrap(checkpoint_utils, "load_checkpoint_to_cpu", _load_checkpoint_to_cpu)
+    wrap(checkpoint_utils, "load_model_ensemble_and_task", _load_model_ensemble_and_task)
+    wrap(checkpoint_utils, "load_checkpoint", _load_checkpoint)

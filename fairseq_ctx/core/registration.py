@@ -28,10 +28,11 @@ _state = {"registered": False, "registering": False}
 def _register() -> None:
     _state["registering"] = True
     try:
-        from fairseq_ctx.core import checkpoint_safety, fairseq_checkpoint_hooks
+        from fairseq_ctx.core import checkpoint_safety, fairseq_checkpoint_hooks, mixed_precision
 
         checkpoint_safety.allow_fairseq_checkpoints()
         fairseq_checkpoint_hooks.install()
+        mixed_precision.install()
         for family in FAMILIES:
             for name in importlib.import_module(f"{PACKAGE}.{family}").REGISTERING_MODULES:
                 importlib.import_module(f"{PACKAGE}.{family}.{name}")

@@ -13,6 +13,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 from fairseq import metrics
 from fairseq.dataclass import ChoiceEnum
 from torch import Tensor
+from fairseq_ctx.core.float32_statistics import without_autocast
 from fairseq_ctx.core.term_metrics import log_terms_per
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ def pairwise_squared_distances(p_a: Tensor, p_b: Tensor) -> Tensor:
     return (p_a.pow(2).sum(-1, keepdim=True) + p_b.pow(2).sum(-1) - 2 * gram).clamp_min(0.0)
 
 
+@without_autocast
 def mde_distance_terms(p_a: Tensor, p_b: Tensor, negatives: Tensor, margin: float, eps: float,
                        normalizer: str = "all-pairs") -> Dict[str, Tensor]:
     """Eq. 4.18–4.20 in float32. p_a, p_b: (B, d) embeddings of the two sides; negatives: (B, N)
@@ -91,6 +93,7 @@ def mde_distance_terms(p_a: Tensor, p_b: Tensor, negatives: Tensor, margin: floa
     return {"d_p": d_p, "delta": delta, "v_norm": v_norm}
 
 
+@without_autocast
 def cnv_distance_terms(p_a: Tensor, p_b: Tensor, negatives: Tensor, margin: float) -> Dict[str, Tensor]:
     """Eq. 3.6–3.7 in float32: l_dj = max(0, α + α k_j / (2 v_norm + 1)),
     k_j = ‖P_a − P_b‖² − ‖P_a − P_bj‖²."""

@@ -16,6 +16,7 @@ from fairseq_ctx.embedding.data.multilingual_embedding_dataset import Multilingu
 from fairseq_ctx.embedding.data.shared_dictionary import load_shared_dictionary
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.model_family import check_model_family
+from fairseq_ctx.core.mixed_precision import MixedPrecisionTask
 from fairseq_ctx.core.resumable_task import ResumableTask
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def lang_token(lang: str) -> str:
 
 
 @register_task("multilingual_embedding", dataclass=MultilingualEmbeddingConfig)
-class MultilingualEmbeddingTask(ResumableTask, FairseqTask):
+class MultilingualEmbeddingTask(ResumableTask, MixedPrecisionTask, FairseqTask):
     """Multilingual translation with a sentence-embedding bottleneck (T-MDE / LASER).
 
     One dictionary for all languages, extended with STR_TAG and one ``__{lang}__`` token per

@@ -12,6 +12,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from torch import Tensor, nn
 
+from fairseq_ctx.core.float32_statistics import without_autocast
 from fairseq_ctx.multisource.data.feature_file import FeatureInputError
 
 
@@ -37,6 +38,7 @@ class ImaginationHead(nn.Module):
         self.predict = nn.Sequential(nn.Linear(encoder_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, image_dim))
         self.margin = margin
 
+    @without_autocast
     def predict_float32(self, summed: Tensor) -> Tensor:
         """The MLP of eq. 5.17 in float32 whatever the dtype of its parameters (half under
         fairseq's --fp16), without converting the module: gradients reach the parameters in
@@ -48,8 +50,7 @@ class ImaginationHead(nn.Module):
     def forward(self, states: Tensor, padding_mask: Tensor, image: Tensor) -> Tensor:
         """states (B, S, C), padding_mask (B, S), image (B, d) or (B, R, d)."""
         summed = states.float().masked_fill(padding_mask.unsqueeze(-1), 0.0).sum(1)
-        with torch.autocast(device_type=summed.device.type, enabled=False):
-            predicted = self.predict_float32(summed)
+        predicted = self.predict_float32(summed)
         target = image.float().mean(1) if image.dim() == 3 else image.float()
         contrast = target.roll(1, dims=0)
         distance = 1 - F.cosine_similarity(predicted, target, dim=-1)

@@ -21,6 +21,7 @@ from fairseq_ctx.multisource.data.multimodal_dataset import MultimodalTranslatio
 from fairseq_ctx.multisource.aux_input_spec import AuxInput, format_spec, parse_spec
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.model_family import check_model_family
+from fairseq_ctx.core.mixed_precision import MixedPrecisionTask
 from fairseq_ctx.core.resumable_task import ResumableTask
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def _names(value: str) -> List[str]:
 
 
 @register_task("multimodal_translation", dataclass=MultimodalTranslationConfig)
-class MultimodalTranslationTask(ResumableTask, TranslationTask):
+class MultimodalTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask):
     """Translation whose batches carry ``net_input["aux_inputs"]`` (Libovický, 2019, ch. 5). Validates every
     auxiliary file against the text data and the model before training/decoding starts."""
 

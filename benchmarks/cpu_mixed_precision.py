@@ -1,0 +1,301 @@
+"""Training and generation speed of ``--amp`` (bfloat16 mixed precision on the CPU) against float32,
+for every family's models, in one run.
+
+Each model is built twice from the same seed through fairseq's own parser, task, criterion and
+``Trainer`` — once as ``fairseq-train --cpu`` and once as ``fairseq-train --cpu --amp`` builds it —
+and both take turns on the same collated training batches (fp32 update, --amp update, fp32 update,
+…), so a change in the machine's load affects both alike. A timed update is fairseq's
+``Trainer.train_step``: forward, backward, gradient clipping and the Adam step. Reported: training
+target words/s of each (median over the timed updates) and the ratio --amp / fp32, with PASS/FAIL
+against the targets (Transformer-based models: >= 1.8 at 256 dims, >= 2.2 at 512 dims; the
+recurrent ones report their ratio). For the translation models, beam search (beam 5, fairseq's
+SequenceGenerator through ``task.inference_step``, ``--match-source-len`` so both precisions decode
+the same number of tokens) is timed in float32 and under bfloat16 autocast.
+
+Data, generated: context documents (three generated sentences per line, ~17 tokens), multimodal
+sentences with 196 image regions of 2048 dimensions (a ResNet's last convolutional layer), and
+the multilingual sentences of the embedding tests (three per line). Model sizes: ``--dims 256``
+(FFN 1024, 4 heads, 3+3 layers; RNNs 256 units) and ``--dims 512`` (the Transformer-base: FFN 2048,
+8 heads, 6+6 layers; RNNs 512 units).
+
+Use ``--clock cpu --threads 1`` on a shared machine (this process's CPU time of one thread, which
+other processes distort much less than wall time). ``--results DIR`` writes
+``cpu_mixed_precision.{md,json}`` with the date, machine, command and every number.
+
+    python benchmarks/cpu_mixed_precision.py --clock cpu --threads 1 [--dims 256,512] [--models hmce,tmde]
+"""
+import argparse
+import datetime
+import json
+import logging
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+for _name in ("fairseq", "fairseq_cli", "fairseq_ctx", "hydra"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+from fairseq import options, tasks, utils  # noqa: E402
+from fairseq.dataclass.configs import GenerationConfig  # noqa: E402
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+from fairseq.trainer import Trainer  # noqa: E402
+
+import fairseq_ctx  # noqa: E402
+from context_speed import build_data as build_context_data  # noqa: E402
+from embedding_speed import join_lines  # noqa: E402
+from fairseq_ctx.core.machine_facts import this_machine  # noqa: E402
+from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
+from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
+from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
+from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
+
+USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
+CLOCKS: Dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+TARGETS = {256: 1.8, 512: 2.2}  # --amp / fp32 training words/s, Transformer-based models
+EMBEDDING_PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
+BEAM = 5
+GEN_SENTENCES = 16  # sentences per beam-search batch
+MULTIMODAL_BATCH = 48  # sentences per training batch of the multimodal models (each with 196 x 2048 features)
+
+
+@dataclass(frozen=True)
+class Model:
+    """One benchmarked model: its task's data, arch and options, and whether it is recurrent."""
+
+    name: str
+    data: str  # context | multimodal | embedding
+    options: Sequence[str]
+    recurrent: bool = False
+    batch_sentences: Optional[int] = None  # sentences per training batch (default: --max-tokens alone)
+
+    def translates(self) -> bool:
+        return self.data != "embedding"
+
+
+def transformer_size(dims: int, prefix_sides: Sequence[str] = ("encoder", "decoder")) -> List[str]:
+    heads, layers = (4, 3) if dims == 256 else (8, 6)
+    return [item for side in prefix_sides for item in (
+        f"--{side}-embed-dim", str(dims), f"--{side}-ffn-embed-dim", str(4 * dims),
+        f"--{side}-attention-heads", str(heads), f"--{side}-layers", str(layers))]
+
+
+def rnn_size(dims: int) -> List[str]:
+    return ["--encoder-embed-dim", str(dims), "--decoder-embed-dim", str(dims), "--encoder-hidden-size", str(dims)]
+
+
+def models(dims: int) -> List[Model]:
+    context = ["--task", "context_translation", "--share-all-embeddings", *transformer_size(dims)]
+    multimodal = ["--task", "multimodal_translation", "-s", "en", "-t", "de"]
+    embedding = ["--task", "multilingual_embedding", "--lang-pairs", EMBEDDING_PAIRS]
+    return [
+        Model("transformer", "context", [*context, "--arch", "transformer", "--context-size", "0"]),
+        Model("hmce", "context", [*context, "--arch", "hmce", "--context-size", "2"]),
+        Model("hce", "context", [*context, "--arch", "hce", "--context-size", "2"]),
+        Model("ctx_concat", "context", [*context, "--arch", "ctx_concat", "--context-size", "2"]),
+        Model("hierarchical_attention_decoder", "multimodal",
+              [*multimodal, "--arch", "hierarchical_attention_decoder", "--share-all-embeddings", "--feature-inputs", "img",
+               "--combination", "hierarchical", *transformer_size(dims)], batch_sentences=MULTIMODAL_BATCH),
+        Model("tmde", "embedding", [*embedding, "--arch", "tmde", "--criterion", "label_smoothed_cross_entropy",
+                                    *transformer_size(dims, ("encoder",))]),
+        Model("ct_mde", "embedding", [*embedding, "--arch", "ct_mde", *transformer_size(dims, ("encoder",))]),
+        Model("laser_bilstm", "embedding",
+              [*embedding, "--arch", "laser_bilstm", "--criterion", "label_smoothed_cross_entropy",
+               *rnn_size(dims), "--decoder-hidden-size", str(dims), "--decoder-lang-embed-dim", "32"], recurrent=True),
+        Model("multisource_rnn", "multimodal",
+              [*multimodal, "--arch", "multisource_rnn", "--feature-inputs", "img", "--combination", "hierarchical",
+               *rnn_size(dims), "--decoder-hidden-size", str(2 * dims), "--attention-dim", str(dims)], recurrent=True,
+              batch_sentences=MULTIMODAL_BATCH),
+    ]
+
+
+def generated_data(root: Path, kind: str) -> Path:
+    """A data-bin of generated sentences of realistic length for ``kind``."""
+    if kind == "context":
+        build_context_data(root, seed=1, train_sentences=2500, test_sentences=100, per_line=3)
+        return root / "data-bin"
+    if kind == "multimodal":
+        return binarize_multimodal_corpus(
+            root, MultimodalCorpusSizes(train=10 * MULTIMODAL_BATCH, valid=8, test=48, regions=196, feature_dim=2048))
+    raw = root / "raw"
+    write_multilingual_corpus(str(raw), MultilingualSizes(600, 10, 20), seed=3)
+    join_lines(raw, 3)
+    return binarize_multilingual(raw, root / "data-bin", EMBEDDING_PAIRS.split(","), ["pa", "pb", "xa"])
+
+
+def trainer(data: Path, model: Model, amp: bool, max_tokens: int) -> Trainer:
+    argv = [str(data), "--user-dir", USER_DIR, *model.options, "--cpu", "--seed", "1", "--dropout", "0.1",
+            "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-4", "--clip-norm", "1.0",
+            "--max-tokens", str(max_tokens), *(["--amp"] if amp else [])]
+    if "--criterion" not in model.options and model.data != "embedding":
+        argv += ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), input_args=argv))
+    utils.set_torch_seed(1)
+    task = tasks.setup_task(cfg.task)
+    return Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
+
+
+def batches(fp32: Trainer, split: str, count: int, max_sentences: Optional[int] = None) -> List[dict]:
+    task = fp32.task
+    task.load_dataset(split)
+    iterator = task.get_batch_iterator(
+        dataset=task.dataset(split), max_tokens=fp32.cfg.dataset.max_tokens, max_sentences=max_sentences,
+        max_positions=utils.resolve_max_positions(task.max_positions(), fp32.model.max_positions()), seed=1,
+    ).next_epoch_itr(shuffle=split == "train")
+    collated = [sample for sample, _ in zip(iterator, range(count))]
+    if len(collated) < count:
+        raise SystemExit(f"the generated {split} split gives {len(collated)} batches, {count} needed")
+    return collated
+
+
+def time_training(pair: Dict[str, Trainer], samples: Sequence[dict], warmup: int,
+                  clock: Callable[[], float]) -> Dict[str, float]:
+    """Median training words/s of each trainer; they take turns on every batch."""
+    rates: Dict[str, List[float]] = {name: [] for name in pair}
+    for index, sample in enumerate(samples):
+        for name, timed in pair.items():
+            start = clock()
+            timed.train_step([sample])
+            if index >= warmup:
+                rates[name].append(sample["ntokens"] / (clock() - start))
+    return {name: statistics.median(values) for name, values in rates.items()}
+
+
+def time_generation(fp32: Trainer, samples: Sequence[dict], clock: Callable[[], float]) -> Dict[str, float]:
+    """Beam-search tokens/s of the fp32 model in float32 and under bfloat16 autocast (turn by turn;
+    the first batch of each is a warm-up)."""
+    task, model = fp32.task, fp32.model
+    generator = task.build_generator([model], GenerationConfig(beam=BEAM, match_source_len=True))
+    model.eval()
+    rates: Dict[str, List[float]] = {"fp32": [], "amp": []}
+    with torch.no_grad():
+        for index, sample in enumerate(samples):
+            for name in rates:
+                start = clock()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=name == "amp"):
+                    hypotheses = task.inference_step(generator, [model], sample)
+                if index > 0:
+                    rates[name].append(sum(h[0]["tokens"].numel() for h in hypotheses) / (clock() - start))
+    return {name: statistics.median(values) for name, values in rates.items()}
+
+
+@dataclass
+class Row:
+    model: str
+    dims: int
+    recurrent: bool
+    train_wps_fp32: float
+    train_wps_amp: float
+    gen_tps_fp32: Optional[float] = None
+    gen_tps_amp: Optional[float] = None
+
+    @property
+    def train_ratio(self) -> float:
+        return self.train_wps_amp / self.train_wps_fp32
+
+    @property
+    def gen_ratio(self) -> Optional[float]:
+        return None if self.gen_tps_fp32 is None else self.gen_tps_amp / self.gen_tps_fp32
+
+    def verdict(self) -> str:
+        if self.recurrent:
+            return "reported (recurrent)"
+        return "PASS" if self.train_ratio >= TARGETS[self.dims] else "FAIL"
+
+
+def measure(model: Model, data: Path, dims: int, args: argparse.Namespace, clock: Callable[[], float]) -> Row:
+    pair = {"fp32": trainer(data, model, False, args.max_tokens), "amp": trainer(data, model, True, args.max_tokens)}
+    samples = batches(pair["fp32"], "train", args.warmup + args.updates, model.batch_sentences)
+    train = time_training(pair, samples, args.warmup, clock)
+    row = Row(model.name, dims, model.recurrent, train["fp32"], train["amp"])
+    if model.translates() and args.gen_batches:
+        generation = time_generation(pair["fp32"], batches(pair["fp32"], "test", args.gen_batches + 1, GEN_SENTENCES), clock)
+        row.gen_tps_fp32, row.gen_tps_amp = generation["fp32"], generation["amp"]
+    return row
+
+
+def markdown(rows: Sequence[Row], header: Dict[str, str]) -> str:
+    lines = ["# `--amp` (bfloat16 mixed precision) against float32 on the CPU", ""]
+    lines += [f"- {key}: {value}" for key, value in header.items()]
+    lines += ["", "| model | dims | train words/s fp32 | --amp | ratio | target | generation tokens/s fp32 | bf16 | ratio |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        target = "—" if row.recurrent else f"≥ {TARGETS[row.dims]}: {row.verdict()}"
+        gen = ("—", "—", "—") if row.gen_ratio is None else (
+            f"{row.gen_tps_fp32:.0f}", f"{row.gen_tps_amp:.0f}", f"{row.gen_ratio:.2f}")
+        lines.append(f"| {row.model} | {row.dims} | {row.train_wps_fp32:.0f} | {row.train_wps_amp:.0f} | "
+                     f"{row.train_ratio:.2f} | {target} | {' | '.join(gen)} |")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dims", default="256,512", help="model sizes, of 256 and 512")
+    parser.add_argument("--models", default="", help="comma-separated subset of the models (default: all)")
+    parser.add_argument("--max-tokens", type=int, default=3000, help="tokens per training batch")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed updates per precision")
+    parser.add_argument("--updates", type=int, default=6, help="timed updates per precision")
+    parser.add_argument("--gen-batches", type=int, default=2, help="timed beam-search batches (0: no generation)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--results", help="directory for cpu_mixed_precision.{md,json}")
+    args = parser.parse_args(argv)
+    args.dims = [int(d) for d in args.dims.split(",") if d]
+    if not args.dims or any(d not in TARGETS for d in args.dims):
+        parser.error(f"--dims: choose from {','.join(map(str, TARGETS))}")
+    known = [m.name for m in models(256)]
+    args.models = [m for m in args.models.split(",") if m] or known
+    unknown = sorted(set(args.models) - set(known))
+    if unknown:
+        parser.error(f"--models: unknown {','.join(unknown)}; choose from {','.join(known)}")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    clock = CLOCKS[args.clock]
+    start = time.time()
+    rows: List[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data: Dict[str, Path] = {}
+        for dims in args.dims:
+            for model in models(dims):
+                if model.name not in args.models:
+                    continue
+                if model.data not in data:
+                    data[model.data] = generated_data(Path(tmp) / model.data, model.data)
+                rows.append(measure(model, data[model.data], dims, args, clock))
+                print(markdown(rows[-1:], {}).splitlines()[-1], flush=True)
+    header = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": this_machine().describe(),
+        "precision": "float32 vs --amp (bfloat16 autocast, float32 weights, gradients, optimizer and losses)",
+        "clock": f"{args.clock} ({'process CPU time' if args.clock == 'cpu' else 'wall time'}), {args.threads} thread(s)",
+        "updates": f"{args.warmup} untimed + {args.updates} timed per precision, turn by turn; "
+                   f"{args.gen_batches} timed beam-search batches",
+        "wall time": f"{time.time() - start:.0f} s",
+        "command": " ".join(shlex.quote(a) for a in ["python", "benchmarks/cpu_mixed_precision.py",
+                                                      *(sys.argv[1:] if argv is None else argv)]),
+    }
+    text = markdown(rows, header)
+    print(text)
+    if args.results:
+        out = Path(args.results)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "cpu_mixed_precision.md").write_text(text, encoding="utf-8")
+        (out / "cpu_mixed_precision.json").write_text(json.dumps(
+            {**header, "rows": [{**asdict(r), "train_ratio": r.train_ratio, "gen_ratio": r.gen_ratio} for r in rows]},
+            indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

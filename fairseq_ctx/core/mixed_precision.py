@@ -1,0 +1,133 @@
+"""fairseq's ``--amp`` on the CPU: bfloat16 mixed precision for the plugin's tasks.
+
+Stock fairseq autocasts only on CUDA (``torch.cuda.amp.autocast`` in ``FairseqTask.train_step``)
+and its ``AMPOptimizer`` builds a CUDA gradient scaler that switches itself off without CUDA, so
+``fairseq-train --cpu --amp`` silently trains in float32. With the plugin loaded, a CPU run with
+``--amp`` of one of the plugin's tasks (:class:`MixedPrecisionTask`):
+
+* runs the forward pass of every training step and every validation step (the validation loss and
+  the ``--eval-bleu`` decoding) under ``torch.autocast("cpu", dtype=torch.bfloat16)``: matrix
+  products in bfloat16, which CPUs with AVX512-BF16 or AMX run about twice as fast as float32;
+* runs fairseq's attention (``scaled_dot_product_attention``) in training with PyTorch's math
+  kernel: its CPU flash-attention backward is 2–4 times slower in bfloat16 than in float32, the
+  math kernel in bfloat16 about as fast as flash attention in float32 (same result up to rounding);
+* keeps parameters, gradients, optimizer state and checkpoints in float32 (autocast computes on
+  bfloat16 copies), and losses and criterion statistics in float32 (fairseq's log-softmax returns
+  float32; CKA, HSIC, the distance constraint and the imagination margin switch autocast off);
+* gives fairseq's ``AMPOptimizer`` torch's CPU gradient scaler at a constant scale of 1 (bfloat16
+  has float32's exponent range, so no gradient underflows): a step whose gradients are not finite
+  is skipped and retried as fairseq's ``--amp`` does on CUDA, never applied;
+* resumes from a float32 checkpoint, and a float32 run from a ``--amp`` checkpoint: the optimizer
+  state is the same, fairseq's check compares only the optimizer's wrapper class.
+
+Every training run logs its precision at start-up; a CPU without native bfloat16 is warned that
+``--amp`` will be slower there than float32. On CUDA, ``--amp`` stays fairseq's own.
+"""
+import logging
+from typing import Optional
+
+import torch
+from fairseq.optim import FP16Optimizer, MemoryEfficientFP16Optimizer
+from fairseq.optim.amp_optimizer import AMPOptimizer
+from fairseq.trainer import Trainer
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from fairseq_ctx.core.wrapping import wrap
+
+logger = logging.getLogger(__name__)
+
+CPU_AUTOCAST_DTYPE = torch.bfloat16
+# The scale never grows (bfloat16 needs no loss scaling); it only halves after a non-finite step, so
+# fairseq's --min-loss-scale still stops a run whose gradients stay non-finite.
+_NEVER = 2 ** 31 - 1
+
+
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16 or AMX)."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+class MixedPrecisionTask:
+    """Mixin placed right before fairseq's task class: runs the training and validation forward
+    passes under CPU bfloat16 autocast once the trainer has switched it on (:func:`install`)."""
+
+    autocast_dtype: Optional[torch.dtype] = None
+
+    def use_cpu_autocast(self, dtype: torch.dtype) -> None:
+        self.autocast_dtype = dtype
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """``FairseqTask.train_step`` with the forward pass under CPU autocast; backward outside it."""
+        if self.autocast_dtype is None:
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        model.train()
+        model.set_num_updates(update_num)
+        with torch.autograd.profiler.record_function("forward"):
+            with torch.autocast("cpu", dtype=self.autocast_dtype), sdpa_kernel(SDPBackend.MATH):
+                loss, sample_size, logging_output = criterion(model, sample)
+        if ignore_grad:
+            loss *= 0
+        with torch.autograd.profiler.record_function("backward"):
+            optimizer.backward(loss)
+        return loss, sample_size, logging_output
+
+    def valid_step(self, sample, model, criterion):
+        with torch.autocast("cpu", dtype=self.autocast_dtype or torch.bfloat16, enabled=self.autocast_dtype is not None):
+            return super().valid_step(sample, model, criterion)
+
+
+def describe_precision(common, device: torch.device) -> str:
+    """The precision a trainer with fairseq's ``common`` options trains in on ``device``."""
+    if common.fp16 or common.memory_efficient_fp16:
+        return "float16 (fairseq --fp16)"
+    if common.bf16 or common.memory_efficient_bf16:
+        return "bfloat16 weights (fairseq --bf16)"
+    if common.amp and device.type == "cpu":
+        return ("bfloat16 mixed precision on the CPU (--amp): forward passes under bfloat16 autocast; parameters, "
+                "gradients, optimizer state, losses and checkpoints float32")
+    if common.amp:
+        return "mixed precision (fairseq --amp on CUDA)"
+    hint = " (add --amp for bfloat16 mixed precision, about twice as fast on this CPU)" if (
+        device.type == "cpu" and native_bfloat16()) else ""
+    return "float32" + hint
+
+
+def _init(original, trainer: Trainer, cfg, task, *args, **kwargs) -> None:
+    original(trainer, cfg, task, *args, **kwargs)
+    logger.info(f"training precision: {describe_precision(cfg.common, trainer.device)}")
+    if not (cfg.common.amp and trainer.device.type == "cpu" and isinstance(task, MixedPrecisionTask)):
+        return
+    if not native_bfloat16():
+        logger.warning("--amp on a CPU without native bfloat16 (no AVX512-BF16 or AMX): bfloat16 matrix products are "
+                       "emulated and training will be slower than in float32; leave --amp out on this machine")
+    task.use_cpu_autocast(CPU_AUTOCAST_DTYPE)
+
+
+def _build_optimizer(original, trainer: Trainer) -> None:
+    original(trainer)
+    optimizer = trainer._optimizer
+    if isinstance(optimizer, AMPOptimizer) and trainer.device.type == "cpu":
+        optimizer._grad_scaler = torch.amp.GradScaler("cpu", init_scale=1.0, growth_interval=_NEVER)
+    history = trainer._optim_history
+    if history:
+        _accept_other_precision(history, optimizer)
+
+
+def _accept_other_precision(history: list, optimizer) -> None:
+    """Let fairseq restore the optimizer state of a float32 run into a --amp run and back: its
+    check compares class names, and AMPOptimizer only wraps the float32 optimizer whose state it saves."""
+    saved, current = history[-1]["optimizer_name"], type(optimizer).__name__
+    if saved == current or isinstance(optimizer, (FP16Optimizer, MemoryEfficientFP16Optimizer)):
+        return
+    amp_to_float32 = saved == AMPOptimizer.__name__
+    float32_to_amp = isinstance(optimizer, AMPOptimizer) and saved == type(optimizer.fp32_optimizer).__name__
+    if amp_to_float32 or float32_to_amp:
+        logger.info(f"resuming a {'--amp' if amp_to_float32 else 'float32'} checkpoint "
+                    f"({saved}) with {current}: the optimizer state carries over")
+        history[-1] = {**history[-1], "optimizer_name": current}
+
+
+def install() -> None:
+    """Install the trainer hooks (idempotent)."""
+    wrap(Trainer, "__init__", _init)
+    wrap(Trainer, "_build_optimizer", _build_optimizer)
