@@ -12,7 +12,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
-from fairseq_ctx.core.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
+from devtools.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
 from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus
 from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
 from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus
@@ -154,11 +154,11 @@ def build_multimodal(data_dir: Path, arch: str = "hierarchical_attention_decoder
 
 @pytest.fixture(autouse=True)
 def restore_library_log_levels():
-    """A tool run in-process sets the libraries' loggers to WARNING (core.tool_logging); a later
+    """A tool run in-process sets the libraries' loggers to WARNING (cli.tool_logging); a later
     test reading fairseq's INFO lines with caplog needs them as they were."""
     import logging
 
-    from fairseq_ctx.core.tool_logging import QUIET_LIBRARIES
+    from fairseq_ctx.cli.tool_logging import QUIET_LIBRARIES
 
     levels = {name: logging.getLogger(name).level for name in QUIET_LIBRARIES}
     yield

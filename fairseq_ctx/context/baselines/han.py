@@ -9,7 +9,7 @@ from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import gather_slots
 from fairseq_ctx.context.modules.empty_context import attendable, without_context
-from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.context.modules.gated_sum import GatedSum
 from fairseq_ctx.core.model_options import with_transformer_options
 
 

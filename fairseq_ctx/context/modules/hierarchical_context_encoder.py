@@ -15,10 +15,10 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, Trans
 from torch import Tensor, nn
 
 from fairseq_ctx.context.sentence_init import SentenceInitConfig
-from fairseq_ctx.core.attentive_pooling import AttentivePooling
+from fairseq_ctx.context.modules.attentive_pooling import AttentivePooling
 from fairseq_ctx.context.modules.document_vector import DocumentVector
 from fairseq_ctx.context.modules.empty_context import attendable, context_or_placeholder, placeholder_sentence, without_context
-from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.context.modules.gated_sum import GatedSum
 from fairseq_ctx.core.length_chunks import trim_padding
 from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
 from fairseq_ctx.context.modules.target_context import TargetContext
