@@ -7,7 +7,7 @@ from typing import Dict, Optional
 import torch
 from torch import Tensor
 
-from fairseq_ctx.context.hmce import HierarchicalContextTransformer
+from fairseq_ctx.context.models.hmce import HierarchicalContextTransformer
 from fairseq_ctx.analysis.representations import (
     Representation,
     TransformerRepresentations,

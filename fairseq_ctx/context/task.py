@@ -1,5 +1,4 @@
 """Task ``context_translation``: translation whose batches carry previous source sentences."""
-import inspect
 import logging
 import os
 from dataclasses import dataclass, field
@@ -11,12 +10,12 @@ from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.context_examples import ExampleCollater
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
 from fairseq_ctx.context.data.own_translations import OwnTranslations
 from fairseq_ctx.context.interactive import InteractiveDocuments
+from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 from fairseq_ctx.core.model_family import check_model_family
@@ -149,20 +148,21 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
         complete_model_config(cfg)
         check_model_family(cfg, "context_translation")
         model = super().build_model(cfg, from_checkpoint)
-        if self.cfg.context_size > 0 and not _accepts_context(model):
+        reads_context = isinstance(model, ContextTransformerModel)
+        if self.cfg.context_size > 0 and not reads_context:
             raise ValueError(
                 f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} is a "
                 f"sentence-level model and cannot read context; train it with --context-size 0 "
                 f"(same data directory) or choose a context-aware arch such as hce or hmce"
             )
-        if self.cfg.target_context_size > 0 and not getattr(model, "reads_target_context", False):
+        if self.cfg.target_context_size > 0 and not (reads_context and model.reads_target_context):
             raise ValueError(
                 f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} cannot "
                 f"read target-side context (--target-context-size {self.cfg.target_context_size}): use hce, hmce "
                 f"or ctx_concat, or --target-context-size 0"
             )
         self.check_validation_bleu()
-        if isinstance(model, ContextTransformerModel):
+        if reads_context:
             needs = model.configure_context(not self.cfg.no_context_cache, self.cfg.document_window)
             self.count_context_tokens, self.document_span = needs.count_context_tokens, needs.document_span
             for dataset in self.datasets.values():
@@ -260,7 +260,3 @@ def _binarized_split_is_empty(data_path: str, split: str, src: str, tgt: str) ->
         if os.path.exists(path):
             return os.path.getsize(path) == 0
     return False
-
-
-def _accepts_context(model) -> bool:
-    return "context_index" in inspect.signature(model.encoder.forward).parameters

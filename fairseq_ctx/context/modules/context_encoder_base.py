@@ -1,8 +1,9 @@
-"""Common plumbing of the context baselines' encoders (TwC, DAT, HAN, DCT)."""
+"""The base of every context encoder (HCE/HMCE, TwC, DAT, HAN, DCT) and the plumbing the baselines share."""
+import copy
 from typing import Dict, List, Optional, Tuple
 
 import torch
-from fairseq.models.transformer import TransformerEncoderBase
+from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
 from torch import Tensor
 
 from fairseq_ctx.context.modules.empty_context import context_or_placeholder
@@ -55,3 +56,16 @@ class ContextEncoderBase(TransformerEncoderBase):
             "src_tokens": [],
             "src_lengths": [tokens.ne(self.padding_idx).sum(dim=1, dtype=torch.int32).reshape(-1, 1)],
         }
+
+
+def encoder_sized_decoder_config(cfg: TransformerConfig) -> TransformerConfig:
+    """A decoder-layer config whose sizes are the encoder's, so that fairseq's
+    TransformerDecoderLayerBase (self-attention, attention over other states, FFN) serves inside an
+    encoder: HMCE's upper level with memory attention, DCT's context-source layers."""
+    layer_cfg = copy.deepcopy(cfg)
+    layer_cfg.decoder.embed_dim = cfg.encoder.embed_dim
+    layer_cfg.decoder.ffn_embed_dim = cfg.encoder.ffn_embed_dim
+    layer_cfg.decoder.attention_heads = cfg.encoder.attention_heads
+    layer_cfg.decoder.normalize_before = cfg.encoder.normalize_before
+    layer_cfg.cross_self_attention = False
+    return layer_cfg

@@ -1,10 +1,8 @@
 """The hierarchical (memory) context encoder of HCE/HMCE."""
-import copy
-from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
-from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
+from fairseq.models.transformer import TransformerConfig
 from fairseq.modules import (
     FairseqDropout,
     LayerNorm,
@@ -14,55 +12,19 @@ from fairseq.modules import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor, nn
 
-from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.context.modules.attentive_pooling import AttentivePooling
+from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase, encoder_sized_decoder_config
 from fairseq_ctx.context.modules.document_vector import DocumentVector
 from fairseq_ctx.context.modules.empty_context import attendable, context_or_placeholder, placeholder_sentence, without_context
 from fairseq_ctx.context.modules.gated_sum import GatedSum
-from fairseq_ctx.core.length_chunks import trim_padding
 from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
 from fairseq_ctx.context.modules.target_context import TargetContext
+from fairseq_ctx.core.length_chunks import trim_padding
 
 SourceRowPooling = Callable[[Tensor], Tensor]
 
 
-@dataclass
-class HierarchicalContextConfig(SentenceInitConfig):
-    """Options of HCE/HMCE (Yun 2022, ch. 3) beyond fairseq's Transformer."""
-    memory_attention: bool = field(
-        default=False,
-        metadata={"help": "HMCE: the upper level also attends the source embedding (memory attention, "
-                  "eq. 3.17); set by --arch hmce, off for --arch hce"},
-    )
-    context_encoder_layers: Optional[int] = field(
-        default=None,
-        metadata={"help": "layers of the lower-level (per context sentence) encoder; default: "
-                  "as many as the source encoder (the thesis' StackedTransformerEncoder)"},
-    )
-    separate_context_encoder: bool = field(
-        default=False,
-        metadata={"help": "give the lower-level context encoder its own layers instead of sharing "
-                  "the source encoder's first --context-encoder-layers layers (the thesis shares)"},
-    )
-    document_vector: bool = field(
-        default=False,
-        metadata={"help": "add a document vector as one more context slot (Table 3.3 '+ Document "
-                  "vector'): a learned summary of the previous --document-vector-span sentences "
-                  "of the document (see DocumentVector)"},
-    )
-    document_vector_span: int = field(
-        default=32,
-        metadata={"help": "how many previous sentences of the document the document vector summarises"},
-    )
-    train_length_chunks: int = field(
-        default=3,
-        metadata={"help": "training only: run each batch as up to this many chunks of similar-length "
-                  "sentences (document-window batches mix lengths; each chunk is padded to its own "
-                  "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
-    )
-
-
-class HierarchicalContextEncoder(TransformerEncoderBase):
+class HierarchicalContextEncoder(ContextEncoderBase):
     """Source encoder + hierarchical context encoder (Yun 2022, eq. 3.14–3.17, Fig. 3.1/3.2).
 
     1. Lower level: each context sentence c_i → e_i = StackedTransformerEncoder(c_i)
@@ -100,14 +62,15 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
     reuse at all: every (example, slot) pair encodes its sentence on its own, as eq. 3.14 reads.
     """
 
-    def __init__(self, cfg: TransformerConfig, ctx_cfg, dictionary, embed_tokens, memory_attention: bool):
+    def __init__(self, cfg: TransformerConfig, args, dictionary, embed_tokens):
+        """``args``: the model's options (:class:`~fairseq_ctx.context.models.hmce.HierarchicalContextConfig`)."""
         super().__init__(cfg, dictionary, embed_tokens)
         embed_dim = cfg.encoder.embed_dim
         heads = cfg.encoder.attention_heads
-        self.memory_attention = memory_attention
-        num_lower = ctx_cfg.context_encoder_layers
+        self.memory_attention = args.memory_attention
+        num_lower = args.context_encoder_layers
         num_lower = cfg.encoder.layers if num_lower is None else num_lower
-        if ctx_cfg.separate_context_encoder:
+        if args.separate_context_encoder:
             self.context_layers: Optional[nn.ModuleList] = nn.ModuleList(
                 [self.build_encoder_layer(cfg) for _ in range(num_lower)]
             )
@@ -121,8 +84,8 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
             self.context_layers = None
         self.num_context_layers = num_lower
         self.pooling = AttentivePooling(embed_dim, heads, dropout=cfg.attention_dropout)
-        if memory_attention:
-            self.upper = TransformerDecoderLayerBase(memory_layer_config(cfg))
+        if self.memory_attention:
+            self.upper = TransformerDecoderLayerBase(encoder_sized_decoder_config(cfg))
         else:
             self.upper = TransformerEncoderLayerBase(cfg)
         self.context_attn = MultiheadAttention(
@@ -131,7 +94,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         self.context_dropout = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
         self.gated_sum = GatedSum(embed_dim)
         self.document_vector: Optional[DocumentVector] = (
-            DocumentVector(embed_dim, ctx_cfg.document_vector_span, self.padding_idx) if ctx_cfg.document_vector else None
+            DocumentVector(embed_dim, args.document_vector_span, self.padding_idx) if args.document_vector else None
         )
         self.register_buffer("slot_positions", SinusoidalPositionalEmbedding.get_embedding(16, embed_dim), persistent=False)
         self.context_cache: Optional[SentenceVectorCache] = SentenceVectorCache()
@@ -429,14 +392,3 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         out["encoder_out"] = [without_context(fused, h_src, has_context)]
         return out
 
-
-def memory_layer_config(cfg: TransformerConfig) -> TransformerConfig:
-    """A decoder-layer config whose sizes are the encoder's, so that fairseq's
-    TransformerDecoderLayerBase serves as HMCE's self-attention + memory-attention + FFN."""
-    memory_cfg = copy.deepcopy(cfg)
-    memory_cfg.decoder.embed_dim = cfg.encoder.embed_dim
-    memory_cfg.decoder.ffn_embed_dim = cfg.encoder.ffn_embed_dim
-    memory_cfg.decoder.attention_heads = cfg.encoder.attention_heads
-    memory_cfg.decoder.normalize_before = cfg.encoder.normalize_before
-    memory_cfg.cross_self_attention = False
-    return memory_cfg

@@ -1,8 +1,10 @@
-"""A fairseq Transformer whose encoder reads the shared context batch format."""
+"""The base class of every context_translation model: a fairseq Transformer whose encoder reads the
+context batch of the task."""
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Optional, Tuple
 
 from fairseq.models.transformer import TransformerConfig, TransformerModel
+from fairseq.tasks import TASK_REGISTRY
 from torch import Tensor
 
 from fairseq_ctx.context.sentence_init import SentenceInitConfig, load_sentence_checkpoint
@@ -36,9 +38,7 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
-        from fairseq_ctx.context.task import ContextTranslationTask
-
-        if not isinstance(task, ContextTranslationTask):
+        if not isinstance(task, TASK_REGISTRY[cls.task_name]):
             arch = getattr(args, "arch", None) or getattr(args, "_name", "?")
             raise ValueError(
                 f"--arch {arch} is a context_translation model, but the task is {type(task).__name__}, which "

@@ -4,7 +4,7 @@ from fairseq.models.transformer import base_architecture
 from fairseq.modules import FairseqDropout, LayerNorm
 from torch import Tensor, nn
 
-from fairseq_ctx.context.baselines.base import ContextModelConfig, ContextTransformerModel
+from fairseq_ctx.context.models.context_transformer import ContextModelConfig, ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import gather_slots

@@ -7,13 +7,13 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, base_architecture
 from torch import Tensor, nn
 
-from fairseq_ctx.context.sentence_init import SentenceInitConfig
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
 from fairseq_ctx.context.modules.empty_context import context_or_placeholder
 from fairseq_ctx.context.modules.target_context import check_target_slots
 from fairseq_ctx.context.modules.target_prefix_decoder import TargetPrefixDecoder
+from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.model_options import with_transformer_options
 
 

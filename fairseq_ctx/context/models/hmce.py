@@ -1,18 +1,53 @@
 """Architectures ``hce`` and ``hmce``: Transformer with a hierarchical (memory) context encoder."""
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 from fairseq.models import register_model, register_model_architecture
-from fairseq.models.transformer import TransformerConfig, base_architecture
+from fairseq.models.transformer import base_architecture
 from torch import Tensor
 
-from fairseq_ctx.context.baselines.base import ContextBatchNeeds, ContextTransformerModel
-from fairseq_ctx.context.modules.hierarchical_context_encoder import (
-    HierarchicalContextConfig,
-    HierarchicalContextEncoder,
-)
-from fairseq_ctx.core.model_options import with_transformer_options
+from fairseq_ctx.context.models.context_transformer import ContextBatchNeeds, ContextTransformerModel
+from fairseq_ctx.context.modules.hierarchical_context_encoder import HierarchicalContextEncoder
+from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.length_chunks import SinglePass, in_batch_order, length_chunks, trim_padding, widen
+from fairseq_ctx.core.model_options import with_transformer_options
+
+
+@dataclass
+class HierarchicalContextConfig(SentenceInitConfig):
+    """Options of HCE/HMCE (Yun 2022, ch. 3) beyond fairseq's Transformer."""
+    memory_attention: bool = field(
+        default=False,
+        metadata={"help": "HMCE: the upper level also attends the source embedding (memory attention, "
+                  "eq. 3.17); set by --arch hmce, off for --arch hce"},
+    )
+    context_encoder_layers: Optional[int] = field(
+        default=None,
+        metadata={"help": "layers of the lower-level (per context sentence) encoder; default: "
+                  "as many as the source encoder (the thesis' StackedTransformerEncoder)"},
+    )
+    separate_context_encoder: bool = field(
+        default=False,
+        metadata={"help": "give the lower-level context encoder its own layers instead of sharing "
+                  "the source encoder's first --context-encoder-layers layers (the thesis shares)"},
+    )
+    document_vector: bool = field(
+        default=False,
+        metadata={"help": "add a document vector as one more context slot (Table 3.3 '+ Document "
+                  "vector'): a learned summary of the previous --document-vector-span sentences "
+                  "of the document (see DocumentVector)"},
+    )
+    document_vector_span: int = field(
+        default=32,
+        metadata={"help": "how many previous sentences of the document the document vector summarises"},
+    )
+    train_length_chunks: int = field(
+        default=3,
+        metadata={"help": "training only: run each batch as up to this many chunks of similar-length "
+                  "sentences (document-window batches mix lengths; each chunk is padded to its own "
+                  "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
+    )
 
 
 @register_model("hierarchical_context_transformer", dataclass=with_transformer_options(HierarchicalContextConfig))
@@ -23,6 +58,7 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
     the context enters through ``net_input["context_tokens"]`` / ``["context_index"]``.
     """
 
+    encoder_class = HierarchicalContextEncoder
     options = HierarchicalContextConfig
     reads_target_context = True
 
@@ -94,16 +130,6 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
         attn = None if any(a is None for a in attns) else in_batch_order(attns, chunks)
         states = [in_batch_order(list(layer), chunks, dim=1) for layer in zip(*inner_states)]
         return in_batch_order(outputs, chunks), {"attn": [attn], "inner_states": states}
-
-    @classmethod
-    def build_encoder(cls, args, src_dict, embed_tokens):
-        return HierarchicalContextEncoder(
-            TransformerConfig.from_namespace(args),
-            HierarchicalContextConfig.from_namespace(args),
-            src_dict,
-            embed_tokens,
-            memory_attention=args.memory_attention,
-        )
 
 
 @register_model_architecture("hierarchical_context_transformer", "hce")
