@@ -2,14 +2,16 @@
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional
 
+import torch
 from fairseq import utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from fairseq_ctx.context.data.context_batch import ContextInputs, TargetContextKeys
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.context_examples import ExampleCollater
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
@@ -230,20 +232,36 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
         ``--score-reference``, CXMI), keep the target context they were given: for a binarized
         split, the references."""
         own = self.own_outputs
-        if self.reads_documents and "context_index" not in sample["net_input"]:
+        if self.reads_documents and not ContextInputs.of(sample["net_input"]).has_context:
             sample = self.interactive_documents().restore_context(sample)
             own = self.interactive.own_outputs
         elif self.cfg.target_context_size > 0:
             own = self.own_translations()
-
-        def run(part, prefix, constrained):
-            return super(ContextTranslationTask, self).inference_step(
-                generator, models, part, prefix_tokens=prefix, constraints=constrained)
-
         decoding = not isinstance(generator, SequenceScorer)
-        if self.cfg.target_context_size > 0 and "target_context_key" in sample and decoding:
-            return own.generate(sample, run, prefix_tokens, constraints)
-        return run(sample, prefix_tokens, constraints)
+        if self.cfg.target_context_size > 0 and TargetContextKeys.of(sample) is not None and decoding:
+            return self.decode_with_own_translations(own, generator, models, sample, prefix_tokens, constraints)
+        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
+
+    def decode_with_own_translations(self, own: OwnTranslations, generator, models, sample, prefix_tokens=None,
+                                     constraints=None) -> List:
+        """The hypotheses of every row of ``sample``, decoded level by level
+        (:meth:`OwnTranslations.levels`), each row reading the model's own translations of its
+        previous sentences as target context."""
+        hypotheses: List = [None] * len(TargetContextKeys.of(sample).target_context_key)
+        for rows in own.levels(sample):
+            part = own.level_batch(sample, rows)
+            level = super().inference_step(generator, models, part, prefix_tokens=_rows_of(prefix_tokens, rows),
+                                           constraints=_rows_of(constraints, rows))
+            own.keep(part, level)
+            for row, hypothesis in zip(rows, level):
+                hypotheses[row] = hypothesis
+        return hypotheses
+
+
+def _rows_of(value: Optional[torch.Tensor], rows: List[int]) -> Optional[torch.Tensor]:
+    if value is None:
+        return None
+    return value[torch.tensor(rows, dtype=torch.long, device=value.device)]
 
 
 def _empty_split_message(data_path: str, split: str) -> str:

@@ -7,6 +7,7 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from torch import Tensor
 
+from fairseq_ctx.context.data.context_batch import ContextInputs
 from fairseq_ctx.context.models.context_transformer import ContextBatchNeeds, ContextTransformerModel
 from fairseq_ctx.context.modules.hierarchical_context_encoder import HierarchicalContextEncoder
 from fairseq_ctx.context.sentence_init import SentenceInitConfig
@@ -55,7 +56,7 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
     """Transformer whose encoder output is fused with HCE/HMCE context (Yun 2022, ch. 3).
 
     The decoder is fairseq's standard Transformer decoder (incremental decoding unchanged);
-    the context enters through ``net_input["context_tokens"]`` / ``["context_index"]``.
+    the context enters as the batch's :class:`~fairseq_ctx.context.data.context_batch.ContextInputs`.
     """
 
     encoder_class = HierarchicalContextEncoder
@@ -92,7 +93,7 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
         features_only: bool = False,
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
-        **context_inputs: Optional[Tensor],
+        **context_entries: Tensor,
     ):
         """In training, a batch of mixed lengths (document windows) runs as length chunks
         (``--train-length-chunks``): each chunk's encoder and decoder pass is cut to its own
@@ -108,10 +109,10 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
             return super().forward(
                 src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
                 features_only=features_only, alignment_layer=alignment_layer, alignment_heads=alignment_heads,
-                **context_inputs,
+                **context_entries,
             )
-        encoder_outs = self.encoder.forward_chunks(src_tokens, src_lengths, chunks,
-                                                   return_all_hiddens=return_all_hiddens, **context_inputs)
+        encoder_outs = self.encoder.forward_chunks(src_tokens, src_lengths, chunks, ContextInputs(**context_entries),
+                                                   return_all_hiddens=return_all_hiddens)
         target_length, source_length = prev_output_tokens.size(1), src_tokens.size(1)
         outputs, attns, inner_states = [], [], []
         for rows, encoder_out in zip(chunks, encoder_outs):

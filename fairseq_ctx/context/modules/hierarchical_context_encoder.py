@@ -12,6 +12,7 @@ from fairseq.modules import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor, nn
 
+from fairseq_ctx.context.data.context_batch import ContextInputs
 from fairseq_ctx.context.modules.attentive_pooling import AttentivePooling
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase, encoder_sized_decoder_config
 from fairseq_ctx.context.modules.document_vector import DocumentVector
@@ -237,100 +238,76 @@ class HierarchicalContextEncoder(ContextEncoderBase):
         return slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0), empty
 
     def context_slots(
-        self,
-        src_tokens: Tensor,
-        context_tokens: Optional[Tensor],
-        context_index: Optional[Tensor],
-        context_source_row: Optional[Tensor],
-        pool_source_rows: Optional[SourceRowPooling],
-        document_index: Optional[Tensor] = None,
+        self, src_tokens: Tensor, context: ContextInputs, pool_source_rows: Optional[SourceRowPooling]
     ) -> Tuple[Tensor, Tensor]:
         """Returns slot vectors (N, B, C) (N+1 with the document vector) and the slot mask
         (B, N), True for empty slots."""
-        context_tokens, context_index = context_or_placeholder(src_tokens, context_tokens, context_index,
+        context_tokens, context_index = context_or_placeholder(src_tokens, context.context_tokens, context.context_index,
                                                                self.dictionary.eos())
         slots, empty = self.sentence_slots(src_tokens, context_tokens, context_index, self.context_cache,
-                                           context_source_row, pool_source_rows)
+                                           context.context_source_row, pool_source_rows)
         if self.document_vector is not None:
-            if document_index is None:
+            if context.document_index is None:
                 raise ValueError(
                     "this model has --document-vector but the batch has no 'document_index': "
                     "use it with the context_translation task (which supplies it) and --context-size > 0"
                 )
-            document, no_document = self.document_vector(self.embed_tokens, context_tokens[:, 1:], document_index)
+            document, no_document = self.document_vector(self.embed_tokens, context_tokens[:, 1:], context.document_index)
             slots = torch.cat([slots, document.unsqueeze(1).to(slots)], dim=1)
             empty = torch.cat([empty, no_document.unsqueeze(1)], dim=1)
         return slots.transpose(0, 1), empty
 
-    def target_context_slots(
-        self, src_tokens: Tensor, target_context_tokens: Optional[Tensor], target_context_index: Optional[Tensor]
-    ) -> Tuple[Tensor, Tensor]:
+    def target_context_slots(self, src_tokens: Tensor, context: ContextInputs) -> Tuple[Tensor, Tensor]:
         """The target-side slots (M, B, C) and their mask (B, M) (:class:`TargetContext`);
-        ``target_context_tokens`` (V, Lt) rows ``[<boc>] + sentence`` in the target dictionary,
-        ``target_context_index`` (B, M), -1 = empty slot (required: :meth:`TargetContext.check_slots`)."""
-        self.target_context.check_slots(target_context_index)
-        tokens, index = context_or_placeholder(src_tokens, target_context_tokens, target_context_index,
+        ``context.target_context_index`` is required (:meth:`TargetContext.check_slots`)."""
+        self.target_context.check_slots(context.target_context_index)
+        tokens, index = context_or_placeholder(src_tokens, context.target_context_tokens, context.target_context_index,
                                                self.dictionary.eos())
         slots, empty = self.sentence_slots(src_tokens, tokens, index, self.target_context.cache,
                                            embed=self.target_context.embed_tokens)
         return self.target_context.mark(slots).transpose(0, 1), empty
 
-    def with_target_context(
-        self, src_tokens: Tensor, slots: Tensor, empty: Tensor,
-        target_context_tokens: Optional[Tensor], target_context_index: Optional[Tensor],
+    def all_context_slots(
+        self, src_tokens: Tensor, context: ContextInputs, pool_source_rows: Optional[SourceRowPooling]
     ) -> Tuple[Tensor, Tensor]:
-        """[source slots; target slots] (N+M, B, C) and their mask, when the model reads target context."""
+        """The source context slots (N, B, C), followed by the target ones when the model reads
+        target context, and their mask (B, N(+M))."""
+        slots, empty = self.context_slots(src_tokens, context, pool_source_rows)
         if self.target_context is None:
             return slots, empty
-        target_slots, target_empty = self.target_context_slots(src_tokens, target_context_tokens, target_context_index)
+        target_slots, target_empty = self.target_context_slots(src_tokens, context)
         return torch.cat([slots, target_slots], dim=0), torch.cat([empty, target_empty], dim=1)
 
-    def forward(
+    def forward_with_context(
         self,
         src_tokens: Tensor,
-        src_lengths: Optional[Tensor] = None,
-        context_tokens: Optional[Tensor] = None,
-        context_index: Optional[Tensor] = None,
-        context_source_row: Optional[Tensor] = None,
-        document_index: Optional[Tensor] = None,
+        src_lengths: Optional[Tensor],
+        context: ContextInputs,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
-        target_context_tokens: Optional[Tensor] = None,
-        target_context_index: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
-        reuse = self.reuses_source_encodings and context_source_row is not None
+        reuse = self.reuses_source_encodings and context.context_source_row is not None
         out = self.encode_sources(src_tokens, src_lengths, return_all_hiddens, reuse, token_embeddings)
         pool = self.source_row_pooling([out], [torch.arange(src_tokens.size(0), device=src_tokens.device)]) if reuse else None
-        slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
-        slots, empty = self.with_target_context(src_tokens, slots, empty, target_context_tokens, target_context_index)
+        slots, empty = self.all_context_slots(src_tokens, context, pool)
         return self.fuse_context(out, slots, empty)
 
     def forward_chunks(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Tensor,
-        chunks: List[Tensor],
-        context_tokens: Optional[Tensor] = None,
-        context_index: Optional[Tensor] = None,
-        context_source_row: Optional[Tensor] = None,
-        document_index: Optional[Tensor] = None,
+        self, src_tokens: Tensor, src_lengths: Tensor, chunks: List[Tensor], context: ContextInputs,
         return_all_hiddens: bool = False,
-        target_context_tokens: Optional[Tensor] = None,
-        target_context_index: Optional[Tensor] = None,
     ) -> List[Dict[str, List[Tensor]]]:
         """The encoder outputs of the batch rows ``chunks`` (a partition of the batch), each
         chunk cut to its own longest source: the same numbers as :meth:`forward` on the whole
         batch, with less padding (``encoder_states`` too with ``return_all_hiddens``). Context
         sentences that are sources of the batch are pooled from whichever chunk encoded them."""
-        reuse = self.reuses_source_encodings and context_source_row is not None
+        reuse = self.reuses_source_encodings and context.context_source_row is not None
         outs = [
             self.encode_sources(trim_padding(src_tokens.index_select(0, rows), self.padding_idx)[0],
                                 src_lengths.index_select(0, rows), return_all_hiddens, reuse)
             for rows in chunks
         ]
         pool = self.source_row_pooling(outs, chunks) if reuse else None
-        slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
-        slots, empty = self.with_target_context(src_tokens, slots, empty, target_context_tokens, target_context_index)
+        slots, empty = self.all_context_slots(src_tokens, context, pool)
         return [self.fuse_context(out, slots.index_select(1, rows), empty.index_select(0, rows)) for out, rows in zip(outs, chunks)]
 
     def encode_sources(
