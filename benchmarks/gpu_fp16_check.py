@@ -23,12 +23,12 @@ if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
 
 from devtools.arch_matrix import EMBEDDING_PAIRS, TASK_FIXTURES, per_update, plugin_archs, task_of, train_args  # noqa: E402
-from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus  # noqa: E402
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes  # noqa: E402
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
-from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
-from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
-from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
+from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
+from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

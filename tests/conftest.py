@@ -11,12 +11,12 @@ import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-import fairseq_ctx
 from devtools.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
-from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
-from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus
-from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes
+import fairseq_ctx
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
+from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 
@@ -78,7 +78,7 @@ def batch_of(task, split: str, indices: List[int]):
 def multilingual_data(tmp_path_factory) -> Path:
     """Three generated languages (xa → pivots pa, pb; pa ↔ pb), about 400 training sentences."""
     from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
-    from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+    from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 
     root = tmp_path_factory.mktemp("multilingual")
     write_multilingual_corpus(str(root / "raw"), MultilingualSizes(100, 10, 20), seed=3)

@@ -13,7 +13,7 @@ from fairseq.utils import strip_pad
 from conftest import USER_DIR, run_fairseq_cli
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
-from fairseq_ctx.context.contrastive.scoring import evaluate
+from fairseq_ctx.context.contrastive.evaluation import evaluate
 from fairseq_ctx.context.cxmi import cxmi
 from fairseq_ctx.context.data.context_examples import Example
 from fairseq_ctx.context.data.own_translations import MissingTargetContextError

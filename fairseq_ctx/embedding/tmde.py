@@ -12,7 +12,7 @@ from torch import Tensor
 
 from fairseq_ctx.core.length_chunks import SinglePass
 from fairseq_ctx.core.model_options import TransformerOptions, arch_overrides, with_transformer_options
-from fairseq_ctx.embedding.pretrained import no_hub_interface
+from fairseq_ctx.embedding.no_hub_interface import no_hub_interface
 from fairseq_ctx.embedding.pyramid_queries import PyramidQueryPooling, attend_with_layer
 
 
