@@ -96,7 +96,19 @@ def run_fairseq_cli(cli_main, args: Sequence[str]) -> None:
         sys.argv = saved
 
 
-BASELINE_ARCHS = ["ctx_concat", "dat", "han", "dct"]
+def context_baseline_archs() -> List[str]:
+    """Every registered context_translation arch but hce/hmce: the baselines (ctx_concat, dat, dct,
+    han, and one added later without editing this file)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+
+    from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
+    from fairseq_ctx.context.models.hmce import HierarchicalContextTransformer
+
+    return sorted(arch for arch, cls in ARCH_MODEL_REGISTRY.items() if arch not in MODEL_REGISTRY
+                  and issubclass(cls, ContextTransformerModel) and not issubclass(cls, HierarchicalContextTransformer))
+
+
+BASELINE_ARCHS = context_baseline_archs()
 
 
 @pytest.fixture(scope="session")
