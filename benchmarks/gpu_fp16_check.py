@@ -3,7 +3,7 @@ corpora of the test suite, appending one row per arch to docs/gpu-checks.md.
 
 Needs a CUDA GPU (fairseq's --fp16 does not run on the CPU). The archs, their tasks, the tiny
 model sizes and the task options are those of the production-training matrix
-(fairseq_ctx/core/arch_matrix.py), so an arch registered later is checked without editing this file.
+(devtools/arch_matrix.py), so an arch registered later is checked without editing this file.
 
     python benchmarks/gpu_fp16_check.py [--updates 50] [--archs hmce,tmde] [--work DIR] [--doc docs/gpu-checks.md]
 """
@@ -18,13 +18,17 @@ from typing import Dict, List
 
 import torch
 
-from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
-from fairseq_ctx.core.arch_matrix import EMBEDDING_PAIRS, TASK_FIXTURES, per_update, plugin_archs, task_of, train_args
-from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
-from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
-from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus
-from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes
+REPOSITORY = str(Path(__file__).resolve().parents[1])  # holds devtools, the helpers of the scripts and tests
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
+
+from devtools.arch_matrix import EMBEDDING_PAIRS, TASK_FIXTURES, per_update, plugin_archs, task_of, train_args  # noqa: E402
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
+from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
+from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
+from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,7 +74,7 @@ def main() -> None:
     for arch in archs:
         task = task_of(arch)
         if task not in TASK_FIXTURES:
-            print(f"{arch}: task {task} has no fixture in fairseq_ctx/core/arch_matrix.py; skipped")
+            print(f"{arch}: task {task} has no fixture in devtools/arch_matrix.py; skipped")
             continue
         command = fp16_command(corpora[TASK_FIXTURES[task].data_fixture], task, arch, work / "checkpoints" / arch,
                                args.updates)
