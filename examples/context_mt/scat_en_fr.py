@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE))
 import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
+from fairseq_ctx.core.plots import PlotsUnavailableError, require_plots  # noqa: E402
 from fairseq_ctx.core.tool_logging import QUIET_LIBRARIES  # noqa: E402
 from fairseq_ctx.core.train_log import sentences_per_update, validation_curve  # noqa: E402
 
@@ -277,6 +278,10 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
 def main(argv: Sequence[str] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    try:
+        require_plots("scat_en_fr.py (scat_en_fr.png)")
+    except PlotsUnavailableError as err:
+        sys.exit(f"scat_en_fr.py: {err}")
     scat_data.check_inputs(Path(args.scat_dir), Path(args.multi30k_dir))
     work = Path(args.work)
     if args.restart:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_ctx.core.machine_facts import this_machine
+from fairseq_ctx.core.plots import PlotsUnavailableError, require_plots
 from fairseq_ctx.core.train_log import validation_curve
 
 HERE = Path(__file__).resolve().parent
@@ -346,6 +347,10 @@ def significance_against_text_only(work: Path, names: Sequence[str], reference: 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
+    try:
+        require_plots("multi30k_multisource.py (multi30k_multisource.png)")
+    except PlotsUnavailableError as err:
+        sys.exit(f"multi30k_multisource.py: {err}")
     strategies = [s for s in args.models.split(",") if s]
     pairs = [p for p in args.pairs.split(",") if p]
     for name, chosen, known in (("--models", strategies, STRATEGIES), ("--pairs", pairs, PAIRS)):
