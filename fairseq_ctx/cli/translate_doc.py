@@ -43,7 +43,7 @@ def main(argv=None) -> None:
         except (TextEncodingError, OSError) as err:
             parser.exit(2, f"fairseq-ctx-translate-doc: error: {err}\n")
     configure_tool_logging("translate_doc")
-    translator = load_translator(args, beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
+    translator = load_translator(parser, args, beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
                                  max_len_b=args.max_len_b)
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
     try:

@@ -8,6 +8,25 @@ import os
 import sys
 
 QUIET_LIBRARIES = ("fairseq", "fairseq_cli", "hydra", "matplotlib", "PIL")
+SPEECH_TASK_LOGGER = "fairseq.tasks.text_to_speech"  # says "Please install tensorboardX" when fairseq is imported
+
+
+class _TensorboardNote(logging.Filter):
+    """Drops fairseq's import-time "Please install tensorboardX" (its speech tasks' writer, which
+    nothing here uses); every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "tensorboardX" not in record.getMessage()
+
+
+def quiet_tensorboard_note() -> None:
+    """Keep fairseq's tensorboardX note out of a program that imports fairseq through this package
+    (the hub, the library), as the tools keep it out; a no-op once fairseq is imported."""
+    if "fairseq" in sys.modules:
+        return
+    speech = logging.getLogger(SPEECH_TASK_LOGGER)
+    if not any(isinstance(f, _TensorboardNote) for f in speech.filters):
+        speech.addFilter(_TensorboardNote())
 
 
 def configure_tool_logging(tool: str) -> logging.Logger:
