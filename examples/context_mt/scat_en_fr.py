@@ -47,7 +47,6 @@ STAGE_TWO_MODELS = [SENTENCE_ON_SCAT, *CONTEXT_MODELS]
 FILE_LOGGERS = ("fairseq_cli.train", "fairseq.logging.progress_bar")  # where fairseq adds --log-file handlers
 # console script -> (module, function, whether it reads sys.argv instead of an argv parameter)
 TOOLS = {
-    "fairseq-ctx-prepare-docs": ("fairseq_ctx.cli.prepare_docs", "main", False),
     "fairseq-preprocess": ("fairseq_cli.preprocess", "cli_main", True),
     "fairseq-train": ("fairseq_cli.train", "cli_main", True),
     "fairseq-generate": ("fairseq_cli.generate", "cli_main", True),
@@ -100,11 +99,6 @@ class Recipe:
             print(f"== plain text and documents ({self.prep})", flush=True)
             tmp = self.fresh(self.prep)
             scat_data.prepare_text(Path(self.args.scat_dir), Path(self.args.multi30k_dir), tmp)
-            for split in ("train", "valid"):
-                self.run("fairseq-ctx-prepare-docs", [
-                    "--src-docs", str(tmp / f"scat_docs.{split}.en"), "--tgt-docs", str(tmp / f"scat_docs.{split}.fr"),
-                    "--out-prefix", str(tmp / f"scat.{split}"), "--src-lang", "en", "--tgt-lang", "fr",
-                    "--doc-prefix", f"scat-{split}-"])
             scat_data.replace_dir(tmp, self.prep)
         if not self.spm_dir.is_dir():
             print(f"== sentencepiece BPE, {self.args.spm_vocab} pieces, joint en+fr ({self.spm_dir})", flush=True)
