@@ -78,6 +78,7 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
     cfg: ContextTranslationConfig
     interactive: Optional[InteractiveDocuments] = None  # fairseq-interactive's document state, made on first use
     own_outputs: Optional[OwnTranslations] = None  # fairseq-generate's previous hypotheses, made on first use
+    context_logged: bool = False  # the context line is logged once (a DocumentTranslator logs its own and sets it)
 
     def __init__(self, cfg: ContextTranslationConfig, src_dict, tgt_dict):
         if cfg.target_context_size < 0:
@@ -89,7 +90,6 @@ class ContextTranslationTask(ResumableTask, TranslationTask):
         self.document_span = 0
         self.target_boc_index = -1
         self.add_target_boc()
-        self.context_logged = False
 
     def add_target_boc(self) -> None:
         """``<boc>`` in the target dictionary when it is the source one, joined with it, or target
