@@ -26,6 +26,7 @@ setup(
     ],
     python_requires=">=3.11",
     packages=find_packages(include=["fairseq_ctx", "fairseq_ctx.*"]),
+    package_data={"fairseq_ctx": ["*/configs/*.yaml"]},  # the fairseq-hydra-train configs
     install_requires=[
         "fairseq-fixed==0.12.3.1",
         "torch>=1.13",

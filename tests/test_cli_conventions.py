@@ -115,6 +115,16 @@ def test_a_tool_that_loads_fairseq_logs_no_library_info_lines(tmp_path):
     assert "tensorboardX" not in result.stderr and "INFO" not in result.stderr, result.stderr
 
 
+def test_the_python_api_keeps_fairseqs_tensorboard_note_out():
+    """Importing fairseq configures logging at INFO and says "Please install tensorboardX"; through
+    this package (the hub) that note is dropped, fairseq's other records are not."""
+    code = ("import logging; from fairseq_ctx.context import hub; "
+            "logging.getLogger('fairseq.tasks.text_to_speech').info('another note')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    assert result.returncode == 0, result.stderr
+    assert "tensorboardX" not in result.stderr and "another note" in result.stderr, result.stderr
+
+
 def parser_with_alias() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tool")
     add_checkpoint_args(parser, path_alias=True)
@@ -152,8 +162,30 @@ def test_resolve_checkpoint_takes_a_file_or_a_directory(tmp_path):
     assert resolve_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint_best.pt")
     assert resolve_checkpoint(str(tmp_path), "checkpoint_last.pt") == str(tmp_path / "checkpoint_last.pt")
     assert resolve_checkpoint(str(tmp_path / "checkpoint_last.pt"), "other.pt") == str(tmp_path / "checkpoint_last.pt")
-    with pytest.raises(FileNotFoundError, match="no checkpoint .*checkpoint_9.pt; pass a checkpoint file"):
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint .*checkpoint_9\.pt: .* holds checkpoint_best\.pt, "
+                                                r"checkpoint_last\.pt; pass --checkpoint-file checkpoint_last\.pt"):
         resolve_checkpoint(str(tmp_path), "checkpoint_9.pt")
+    with pytest.raises(FileNotFoundError, match=r"nowhere is neither a checkpoint file nor a directory"):
+        resolve_checkpoint(str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize("tool", ["translate_doc", "contrastive", "cxmi"])
+def test_a_run_without_checkpoint_best_says_which_checkpoints_there_are_in_one_line(tool, tmp_path, capsys):
+    """fairseq-train wrote only checkpoint_last.pt and checkpoint1.pt (--disable-validation)."""
+    import importlib
+
+    for name in ("checkpoint_last.pt", "checkpoint1.pt"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "in.txt").write_text("a b .\n")
+    extra = {"translate_doc": ["--input", str(tmp_path / "in.txt")],
+             "contrastive": ["--source", str(tmp_path / "in.txt"), "--reference", str(tmp_path / "in.txt"),
+                             "--contrastive", str(tmp_path / "in.txt")], "cxmi": []}[tool]
+    with pytest.raises(SystemExit) as stop:
+        importlib.import_module(f"fairseq_ctx.cli.{tool}").main([str(tmp_path), *extra])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert (f"error: no checkpoint {tmp_path}/checkpoint_best.pt: {tmp_path} holds checkpoint1.pt, checkpoint_last.pt; "
+            f"pass --checkpoint-file checkpoint_last.pt") in err
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,10 @@
 """The code blocks of README.md and docs/*.md are complete and copy-pasteable: every bash block
 parses, every fairseq-ctx tool it names exists, and the cheap blocks run end to end on a
-generated corpus (the README's user-dir line, the data preparation of docs/context.md)."""
+generated corpus (the README's user-dir line, the data preparation and the quick start of
+docs/context.md)."""
+import ast
+import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -40,7 +44,11 @@ def test_every_bash_block_parses_and_names_existing_tools(path):
 
 
 def run_block(block: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The block in a clean environment: the test interpreter's scripts on PATH (and its PYTHONPATH,
+    so the blocks run the code under test)."""
     env = {"PATH": f"{BIN_DIR}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(cwd)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=cwd, env=env, capture_output=True, text=True)
 
 
@@ -63,3 +71,27 @@ def test_context_data_preparation_block_runs(tmp_path):
         docids = (tmp_path / "data-bin" / f"{split}.docids").read_text().splitlines()
         assert len(docids) == lines > 0
         assert (tmp_path / "data-bin" / f"{split}.en-de.en.bin").is_file()
+
+
+def test_context_quick_start_runs_every_decoding_path(tmp_path):
+    """Raw documents → sentencepiece → fairseq-preprocess → train → fairseq-generate,
+    fairseq-interactive, fairseq-ctx-translate-doc, the hub → contrastive accuracy on a set in
+    DiscEvalMT's layout; each decoding path logs its context once."""
+    block = block_starting(ROOT / "docs" / "context.md", "# 1. Your documents")
+    result = run_block(block, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sources = (tmp_path / "raw" / "test.en").read_text().splitlines()
+    sentences = sum(1 for line in sources if line.strip())
+    for output in ("generate.out", "interactive.out"):
+        assert sum(line.startswith("H-") for line in (tmp_path / output).read_text().splitlines()) == sentences
+    translations = (tmp_path / "test.hyp.de").read_text().splitlines()
+    assert [bool(line.strip()) for line in translations] == [bool(line.strip()) for line in sources]
+    hub_output = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    assert len(hub_output) == 1 and len(ast.literal_eval(hub_output[0])) == 2
+    report = json.loads((tmp_path / "contrastive.json").read_text())
+    assert report["total"] == 40 and 0.0 <= report["accuracy"] <= 1.0
+    context = ("source context 1 previous sentence, target context 1 previous sentence (the model's own "
+               "translations)")
+    lines = [line for line in result.stderr.splitlines() if context in line]
+    assert [("(decoding)" in line, "(fairseq-interactive)" in line, "DocumentTranslator" in line) for line in lines] \
+        == [(True, False, False), (False, True, False), (False, False, True), (False, False, True)]

@@ -103,3 +103,17 @@ def test_doc_classify_matrix_cross_and_same():
     assert result["matrix"]["a-a"] > 0.9 and result["matrix"]["b-b"] > 0.9
     assert result["same"] > result["cross"] + 0.3
     assert result["all"] == pytest.approx(np.mean(list(result["matrix"].values())))
+
+
+def test_embed_warns_when_the_input_is_mostly_unknown_tokens(trained, multilingual_data, tmp_path):
+    """Text in another script (or not segmented like the training data) embeds to rows that look like
+    embeddings; the tool names the file and the share of <unk> before embedding."""
+    checkpoint, _ = trained
+    (tmp_path / "other.txt").write_text("это другой текст .\nещё одна строка\n", encoding="utf-8")
+    result = run_tool(["fairseq-ctx-embed", str(checkpoint), "--lang", "xa", "--input", str(tmp_path / "other.txt"),
+                       "--output", str(tmp_path / "other.npy")])
+    assert f"{tmp_path / 'other.txt'}: 85.7% of its first 7 tokens are <unk>" in result.stderr
+    assert "pass the sentencepiece model the training data was segmented with (--spm MODEL)" in result.stderr
+    result = run_tool(["fairseq-ctx-embed", str(checkpoint), "--lang", "xa", "--input",
+                       str(multilingual_data.parent / "raw" / "test.xa"), "--output", str(tmp_path / "xa.npy")])
+    assert "<unk>" not in result.stderr

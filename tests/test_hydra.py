@@ -1,4 +1,5 @@
-"""fairseq-hydra-train runs every registered arch from the YAML configs in examples/*/configs.
+"""fairseq-hydra-train runs every registered arch from the YAML configs installed with the package
+(``fairseq_ctx/<family>/configs``, found through ``fairseq-ctx-user-dir``).
 
 Each arch trains 2 updates of a tiny model from its family's shipped config (sizes given as
 ``++model.*`` overrides) and the checkpoint must hold exactly the parameters (names and
@@ -11,6 +12,7 @@ reach the task in the two forms a model node can have: in-process the plugin is 
 fairseq merges the model's dataclass into the node, the console script composes it before the
 plugin is imported; both must record every option in the checkpoint."""
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Dict, List, Sequence, Set
 
@@ -28,12 +30,15 @@ from fairseq_ctx.context import hub
 from fairseq_ctx.core.hydra_model_config import complete_model_config, model_options
 from production_matrix import TASK_FIXTURES, arch_params, plugin_archs
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(USER_DIR)
 CONFIGS = {
-    "context_translation": ("context_mt", "hmce"),
-    "multimodal_translation": ("multimodal_mt", "hierarchical_attention_decoder"),
+    "context_translation": ("context", "hmce"),
+    "multimodal_translation": ("multisource", "hierarchical_attention_decoder"),
     "multilingual_embedding": ("embedding", "tmde_distance_constraint"),
 }
+SHIPPED = ["analysis/configs/hmce_head_diversity.yaml", "context/configs/hmce.yaml",
+           "embedding/configs/tmde_distance_constraint.yaml", "multisource/configs/hierarchical_attention_decoder.yaml"]
 TASK_OVERRIDES = {"multilingual_embedding": [f"task.lang_pairs='{EMBEDDING_PAIRS}'"]}
 YAML_ONLY_KEYS = {"multisource_rnn": ["~model.share_all_embeddings"]}  # a Transformer option the RNN lacks
 YAML_MODEL_FLAGS = {
@@ -108,7 +113,7 @@ def test_hydra_train_builds_the_same_model_as_fairseq_train(task, arch, request,
     yaml_flags = [] if arch in YAML_ONLY_KEYS else YAML_MODEL_FLAGS[task]
     overrides = [f"model._name={arch}", *model_overrides(sizes), *YAML_ONLY_KEYS.get(arch, []),
                  *run_overrides(task, data, tmp_path)]
-    hydra_train_in_process(EXAMPLES / folder / "configs", config_name, overrides)
+    hydra_train_in_process(PACKAGE / folder / "configs", config_name, overrides)
     state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=True)
     assert state["optimizer_history"][-1]["num_updates"] == 2
     assert state["cfg"]["model"]["_name"] == arch
@@ -122,7 +127,8 @@ def test_shipped_config_trains_with_the_documented_command(task, request, tmp_pa
     data = request.getfixturevalue(TASK_FIXTURES[task].data_fixture)
     folder, config_name = CONFIGS[task]
     arch = config_name.split("_distance")[0]
-    result = run_tool(["fairseq-hydra-train", "--config-dir", str(EXAMPLES / folder / "configs"),
+    package = run_tool(["fairseq-ctx-user-dir"]).stdout.strip()  # the documented "$(fairseq-ctx-user-dir)/FAMILY/configs"
+    result = run_tool(["fairseq-hydra-train", "--config-dir", f"{package}/{folder}/configs",
                        "--config-name", config_name, *model_overrides(TASK_FIXTURES[task].model_args(arch)),
                        *run_overrides(task, data, tmp_path / "ck")], cwd=tmp_path)
     assert "done training" in result.stdout + result.stderr
@@ -133,7 +139,7 @@ def test_shipped_config_trains_with_the_documented_command(task, request, tmp_pa
 def test_cka_config_trains_hmce_with_head_diversity_and_the_checkpoint_loads_in_the_hub(tiny_data, tmp_path):
     overrides = [*model_overrides(TASK_FIXTURES["context_translation"].model_args("hmce")),
                  *run_overrides("context_translation", tiny_data, tmp_path)]
-    hydra_train_in_process(EXAMPLES / "cka" / "configs", "hmce_head_diversity", overrides)
+    hydra_train_in_process(PACKAGE / "analysis" / "configs", "hmce_head_diversity", overrides)
     state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=True)
     assert state["cfg"]["criterion"]["_name"] == "head_diversity"
     assert state["cfg"]["criterion"]["drophead"] == 0.1
@@ -149,7 +155,7 @@ def test_a_model_name_trains_with_its_dataclass_defaults(tiny_data, tmp_path):
     sizes = TASK_FIXTURES["context_translation"].model_args("hmce")
     overrides = ["model._name=hierarchical_context_transformer", "++model.memory_attention=true",
                  *model_overrides(sizes), *run_overrides("context_translation", tiny_data, tmp_path)]
-    hydra_train_in_process(EXAMPLES / "context_mt" / "configs", "hmce", overrides)
+    hydra_train_in_process(PACKAGE / "context" / "configs", "hmce", overrides)
     state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=True)
     recorded = state["cfg"]["model"]
     assert recorded["_name"] == "hierarchical_context_transformer" and recorded["memory_attention"] is True
@@ -167,4 +173,15 @@ def test_a_model_without_options_dataclass_instead_of_an_arch_is_a_clear_error()
 def test_an_unregistered_arch_is_a_clear_error(tiny_data, tmp_path):
     overrides = ["model._name=hmce_typo", *run_overrides("context_translation", tiny_data, tmp_path)]
     with pytest.raises(ValueError, match=r"model._name: 'hmce_typo' is not a registered architecture"):
-        hydra_train_in_process(EXAMPLES / "context_mt" / "configs", "hmce", overrides)
+        hydra_train_in_process(PACKAGE / "context" / "configs", "hmce", overrides)
+
+
+def test_the_configs_are_package_data_listed_by_user_dir(tmp_path):
+    """``fairseq-ctx-user-dir --configs`` lists the installed YAMLs, and setup.py installs them: a
+    build of the package (setuptools' build_py, what pip copies into site-packages) holds them."""
+    listed = run_tool(["fairseq-ctx-user-dir", "--configs"]).stdout.split()
+    assert [str(Path(p).relative_to(PACKAGE)) for p in listed] == SHIPPED
+    assert all(Path(p).is_file() for p in listed)
+    run_tool([str(Path(sys.executable)), "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "lib")], cwd=ROOT)
+    built = sorted(str(p.relative_to(tmp_path / "lib" / "fairseq_ctx")) for p in (tmp_path / "lib").rglob("*.yaml"))
+    assert built == SHIPPED

@@ -1,6 +1,8 @@
 """fairseq-ctx-options prints every option of an arch, its task and criterion, as fairseq-train
 parses them (fairseq-train's own --help stops before it reads --arch): for every registered
-arch of ours, each field of the model's options dataclass is listed with its help."""
+arch of ours, each field of the model's options dataclass is listed, the arch's own options
+first, each with the value the arch gives it; --only keeps one group, --all is fairseq-train's help."""
+import re
 import dataclasses
 
 import pytest
@@ -18,10 +20,13 @@ CASES = [(task, arch) for task, archs in TASK_OF.items() for arch in archs]
 
 
 def printed_options(capsys, *argv: str) -> str:
-    with pytest.raises(SystemExit) as stop:
-        options_tool.main(list(argv))
-    assert stop.value.code == 0
+    options_tool.main(list(argv))
     return capsys.readouterr().out
+
+
+def values(text: str) -> dict:
+    """{flag: value} of the option lines."""
+    return dict(re.findall(r"^  (--[a-z0-9-]+) +(\S+)", text, re.M))
 
 
 @pytest.mark.parametrize("task,arch", CASES, ids=[arch for _, arch in CASES])
@@ -39,4 +44,35 @@ def test_task_and_criterion_options_are_listed_too(capsys):
                            "--criterion", "distance_constraint")
     for option in ("--lang-pairs", "--pair-sampling", "--distance-beta", "--distance-negatives", "--pyramid-queries"):
         assert option in text
-    assert text.startswith("usage: fairseq-train")
+    assert values(text)["--pyramid-queries"] == "''" and values(text)["--decoder-layers"] == "1"  # tmde's
+    with pytest.raises(SystemExit) as stop:
+        options_tool.main(["--task", "multilingual_embedding", "--arch", "tmde", "--all"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("usage: fairseq-train")
+
+
+def test_the_arch_own_options_come_first_with_the_arch_values(capsys):
+    text = printed_options(capsys, "--arch", "hmce")
+    lines = text.splitlines()
+    assert len(lines) < 150
+    assert lines[0].startswith("--arch hmce: options of the model hierarchical_context_transformer")
+    own = lines[1:lines.index("")]
+    assert [line.split()[0] for line in own][:3] == ["--pretrained-sentence-checkpoint", "--memory-attention",
+                                                     "--context-encoder-layers"]
+    found = values(text)
+    assert found["--memory-attention"] == "True" and found["--encoder-layers"] == "6"
+    assert found["--context-size"] == "2" and found["--target-context-size"] == "0"
+    assert found["--label-smoothing"] == "0.0"
+    task = text.index("--task context_translation (its own options first):")
+    assert text.index("--context-size", task) < text.index("--source-lang", task)
+    assert values(printed_options(capsys, "--arch", "hce"))["--memory-attention"] == "False"
+    assert values(printed_options(capsys, "--task", "multilingual_embedding", "--arch", "tmde_p",
+                                  "--criterion", "distance_constraint"))["--pyramid-queries"] == "32,16,8"
+
+
+def test_only_one_group_and_the_long_help(capsys):
+    only = printed_options(capsys, "--arch", "hmce", "--only", "arch")
+    assert set(values(only)) == {"--pretrained-sentence-checkpoint", "--memory-attention", "--context-encoder-layers",
+                                 "--separate-context-encoder", "--document-vector", "--document-vector-span",
+                                 "--train-length-chunks"}
+    long = printed_options(capsys, "--arch", "hmce", "--only", "criterion", "--long")
+    assert "      epsilon for label smoothing, 0 means no label smoothing" in long.splitlines()

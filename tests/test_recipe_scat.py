@@ -128,7 +128,7 @@ def test_recipe_names_misaligned_scat_files_before_training(recipe, tmp_path):
         write_multi30k(tmp_path, name, 5, rng)
     french = tmp_path / "highlighted.train.fr"
     french.write_text("".join(french.read_text().splitlines(keepends=True)[:-1]))
-    with pytest.raises(ValueError, match=r"the SCAT train files must have one line per example, but .*"
-                                         r"highlighted\.train\.fr: 4 lines"):
+    with pytest.raises(ValueError, match=r"SCAT train: the context and sentence files must have one line per example, "
+                                         r"but .*highlighted\.train\.fr: 4 lines"):
         recipe.main(["--scat-dir", str(tmp_path), "--multi30k-dir", str(tmp_path), "--work", str(tmp_path / "w")])
     assert not (tmp_path / "w" / "models").exists()

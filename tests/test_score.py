@@ -8,7 +8,7 @@ import pytest
 import sacrebleu
 
 from fairseq_ctx.cli import score as score_cli
-from fairseq_ctx.core.scoring import (ScoringInputError, load_translations, paired_bootstrap, remove_bpe,
+from fairseq_ctx.core.scoring import (ScoringInputError, load_translations, paired_bootstrap, remove_bpe, score,
                                      translation_scores)
 
 SOURCES = ["Die Katze sitzt auf der Matte.", "Ein Hund bellt laut.", "Wir gehen morgen nach Hause.",
@@ -149,7 +149,80 @@ def test_context_key_keeps_bleu_of_h_lines_and_context_accuracy(tmp_path, capsys
     (tmp_path / "gen.out").write_text("".join(f"T-{i}\t{h}\nH-{i}\t-0.1\t{h}\n" for i, h in hyps.items()))
     (tmp_path / "key").write_text("er|sie,es\ner|sie,es\n\n")
     score_cli.main([str(tmp_path / "gen.out"), "--context-key", str(tmp_path / "key")])
-    assert capsys.readouterr().out == "BLEU = 100.00\ncontext accuracy = 0.500 (1/2 context-dependent sentences)\n"
+    bleu = sacrebleu.BLEU()
+    line = bleu.corpus_score(list(hyps.values()), [list(hyps.values())]).format(signature=str(bleu.get_signature()))
+    assert line.startswith("BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert capsys.readouterr().out == f"{line}\ncontext accuracy = 0.500 (1/2 context-dependent sentences)\n"
+
+
+def swap_synonyms(text: str) -> str:
+    """The other synonym of every synonym noun (wagen ↔ karre ...) and the pronoun after it made to agree."""
+    from fairseq_ctx.context.demo.synthetic_corpus import SYNONYMS
+
+    other = {a: b for _, m, f in SYNONYMS for a, b in ((m, f), (f, m))}
+    lines, swapped_gender = [], None
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0] in ("er", "sie") and swapped_gender is not None:
+            words[0] = swapped_gender
+        swapped = [other.get(w, w) for w in words]
+        swapped_gender = None
+        if swapped != words:
+            swapped_gender = "sie" if words[0] == "der" else "er"
+            swapped[0] = "die" if words[0] == "der" else "der"
+        lines.append(" ".join(swapped))
+    return "\n".join(lines)
+
+
+def test_target_setting_key_expects_the_pronoun_of_the_models_own_synonym(tmp_path, capsys):
+    """On --setting target the reference picks a synonym at random; a model that picks the other
+    synonym and the pronoun agreeing with it is right every time (comparing with the reference
+    would give 0 here). A pronoun that disagrees with the model's own synonym is wrong; a previous
+    hypothesis without a synonym leaves its pronoun undecided."""
+    from fairseq_ctx.cli import make_corpus
+
+    make_corpus.main([str(tmp_path / "raw"), "--setting", "target", "--train-docs", "1", "--valid-docs", "1",
+                      "--test-docs", "12", "--contrastive-blocks", "1"])
+    capsys.readouterr()
+    references = [line for line in (tmp_path / "raw" / "test.de").read_text().splitlines() if line]
+    keys = (tmp_path / "raw" / "test.ctxkey").read_text().splitlines()
+    assert len(keys) == len(references) and all(k.count("|") == 2 for k in keys if k)
+    hypotheses = swap_synonyms("\n".join(references)).splitlines()
+    pronoun_sentences = [i for i, k in enumerate(keys) if k]
+    assert len(pronoun_sentences) >= 20 and all(hypotheses[i] != references[i] for i in pronoun_sentences)
+    wrong = pronoun_sentences[0]
+    hypotheses[wrong] = " ".join(["er" if hypotheses[wrong].split()[0] == "sie" else "sie",
+                                  *hypotheses[wrong].split()[1:]])
+    undecided = pronoun_sentences[1]
+    hypotheses[undecided - 1] = "wir sahen es ."
+    output = tmp_path / "gen.out"
+    output.write_text("".join(f"T-{i}\t{r}\nH-{i}\t-0.1\t{h}\n" for i, (r, h) in enumerate(zip(references, hypotheses))))
+    result = score(str(output), str(tmp_path / "raw" / "test.ctxkey"))
+    total = len(pronoun_sentences) - 1
+    assert (result["context_correct"], result["context_total"], result["context_undetermined"]) == (total - 1, total, 1)
+    score_cli.main([str(output), "--context-key", str(tmp_path / "raw" / "test.ctxkey")])
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("BLEU|nrefs:1|") and printed[1] == (
+        f"context accuracy = {(total - 1) / total:.3f} ({total - 1}/{total} context-dependent sentences; expected: the "
+        f"pronoun agreeing with the synonym the hypothesis of the previous sentence chose; 1 more left out, their "
+        f"previous hypothesis names no synonym)")
+
+
+def test_a_chosen_tokenizer_gets_no_detokenization_note(tmp_path, caplog):
+    """100 lines ending in ' .' make sacreBLEU say the text looks tokenized, which is what a user
+    choosing --tokenize (or scoring the tokenized demo corpus with --context-key) means."""
+    lines = [f"das haus {i} steht hier ." for i in range(100)]
+    hyp, ref = write(tmp_path / "hyp", lines), write(tmp_path / "ref", lines)
+    (tmp_path / "gen.out").write_text("".join(f"T-{i}\t{h}\nH-{i}\t-0.1\t{h}\n" for i, h in enumerate(lines)))
+    write(tmp_path / "key", [""] * 100)
+    for argv in (["--hyp", hyp, "--ref", ref, "--tokenize", "13a", "--no-comet"],
+                 [str(tmp_path / "gen.out"), "--context-key", str(tmp_path / "key")]):
+        caplog.clear()
+        score_cli.main(argv)
+        assert not [r for r in caplog.records if "detokenize" in r.getMessage()], argv
+    caplog.clear()
+    score_cli.main(["--hyp", hyp, "--ref", ref, "--no-comet"])  # the default: sacreBLEU's own check stays
+    assert [r for r in caplog.records if "forgot to detokenize" in r.getMessage()]
 
 
 def test_paired_bootstrap_tells_a_real_gain_from_none():

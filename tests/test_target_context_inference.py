@@ -20,7 +20,7 @@ from fairseq_ctx.context.data.own_translations import MissingTargetContextError
 from test_inference_paths import train
 
 SIZE = 1
-HUB_SEARCH = ["--beam", "2", "--max-len-a", "1.2", "--max-len-b", "10"]  # the hub's defaults, beam 2
+HUB_SEARCH = ["--beam", "2"]  # the hub with beam 2: its length limit is fairseq's (max_len_a 0, max_len_b 200)
 
 
 @pytest.fixture(scope="module", params=["hmce", "ctx_concat"])

@@ -1,6 +1,7 @@
 """xsim as LASER defines it (Artetxe & Schwenk, 2019): hand-computed margins over the k nearest
-neighbours, both directions, duplicates and the textual error, faiss = exact search, and the
-embedding-file checks of every tool that reads embeddings."""
+neighbours, both directions, duplicates and the textual error, LASER's own procedure (faiss) giving
+the same counts, faiss vs exact search, and the embedding-file checks of every tool that reads
+embeddings."""
 import json
 
 import numpy as np
@@ -73,13 +74,15 @@ def test_only_the_k_nearest_are_candidates():
 
 
 def test_duplicates_textual_error_and_the_order_of_ties():
-    """y1 = y2 (the same sentence twice). Every margin takes the lower row among equals (y1), so
-    x2 → y1 is one error by index; by text ('b' = 'b') none."""
+    """y1 = y2 (the same sentence twice). Cosine takes the lower row among equals (y1: faiss's
+    single nearest neighbour); the margins list equal neighbours higher row first, as faiss does,
+    and take the first best (y2), as LASER's argmax does. By index each is one error; by text
+    ('b' = 'b') none."""
     x = np.eye(3, dtype=np.float32)
     y = np.array([[1, 0, 0], [0, 1, 1], [0, 1, 1]], dtype=np.float32)
-    assert retrievals(x, y, "absolute", 2) == [0, 1, 1]
-    assert retrievals(x, y, "ratio", 2) == [0, 1, 1]
-    assert retrievals(x, y, "distance", 2) == [0, 1, 1]
+    assert retrievals(x, y, "absolute", 1) == [0, 1, 1]
+    assert retrievals(x, y, "ratio", 2) == [0, 2, 2]
+    assert retrievals(x, y, "distance", 2) == [0, 2, 2]
     by_index = xsim(x, y, k=2, search="exact")
     by_text = xsim(x, y, k=2, tgt_texts=["a", "b", "b"], src_texts=["A", "B", "B"], search="exact")
     for margin in MARGINS:
@@ -157,20 +160,90 @@ def test_faiss_and_exact_search_agree_with_duplicates():
 
 
 @pytest.mark.parametrize("margin", MARGINS)
-def test_a_last_bit_rounding_difference_does_not_flip_a_tie(margin):
-    """Two copies of one target row (rows 1 and 2) whose cosines came out one float32 ulp apart,
-    either way round and listed in either order (BLAS rounds a row by its position): the lower
-    row is retrieved every time."""
+def test_the_first_best_in_the_listed_order_is_retrieved_as_by_laser(margin):
+    """Two copies of one target row (rows 2 and 1, listed in that order, as faiss lists equal
+    neighbours) whose cosines came out equal or one float32 ulp apart: the higher score wins
+    however small the difference, and of equal scores the first listed (LASER: numpy's argmax
+    over faiss's list; for absolute, faiss's single nearest neighbour)."""
     tie = np.float32(0.7)
     ulp = np.spacing(tie)
     backward = Neighbours(np.array([[0.7, 0.2], [0.7, 0.2], [0.7, 0.2]], dtype=np.float32),
                           np.array([[0, 1], [0, 1], [0, 1]]))
-    picked = set()
-    for nudge in (-ulp, 0, ulp):
-        for order in ([2, 1, 0], [1, 2, 0]):
-            forward = Neighbours(np.array([[tie + nudge, tie, 0.1]], dtype=np.float32), np.array([order]))
-            picked.add(int(best_candidates(forward, backward, margin)[0]))
-    assert picked == {1}
+    picked = []
+    for nudge in (ulp, 0, -ulp):
+        cosines = np.array(sorted([tie + nudge, tie], reverse=True) + [0.1], dtype=np.float32)
+        order = [2, 1, 0] if nudge >= 0 else [1, 2, 0]
+        forward = Neighbours(cosines[None], np.array([order]))
+        picked.append(int(best_candidates(forward, backward, margin)[0]))
+    assert picked == [2, 2, 1]
+
+
+def laser_errors(x: np.ndarray, y: np.ndarray, margin: str, k: int, texts=None) -> int:
+    """LASER's xSIM(x, y) procedure (facebookresearch/LASER, source/xsim.py) written out on its
+    own: faiss's normalize_L2 on float32 copies, one IndexFlatIP per side, for absolute the single
+    nearest row, for a margin both k-searches, the float32 means, the score of each candidate in a
+    scalar loop into a float64 array, numpy's argmax; then the index error, or with ``texts`` (the
+    retrieved side's lines) the textual error."""
+    import faiss
+
+    x, y = np.array(x, dtype=np.float32), np.array(y, dtype=np.float32)
+    faiss.normalize_L2(x)
+    faiss.normalize_L2(y)
+    index_x, index_y = faiss.IndexFlatIP(x.shape[1]), faiss.IndexFlatIP(y.shape[1])
+    index_x.add(x)
+    index_y.add(y)
+    rows = len(x)
+    if margin == "absolute":
+        retrieved = index_y.search(x, 1)[1][:, 0]
+    else:
+        cos_xy, idx_xy = index_y.search(x, k)
+        cos_yx, _ = index_x.search(y, k)
+        mean_x, mean_y = cos_xy.mean(axis=1), cos_yx.mean(axis=1)
+        scores = np.zeros((rows, k))
+        for i in range(rows):
+            for j in range(k):
+                a, b = cos_xy[i, j], (mean_x[i] + mean_y[idx_xy[i, j]]) / 2
+                scores[i, j] = a / b if margin == "ratio" else a - b
+        retrieved = np.array([idx_xy[i, best] for i, best in enumerate(scores.argmax(axis=1))])
+    if texts is None:
+        return int((retrieved != np.arange(rows)).sum())
+    return sum(texts[i] != texts[j] for i, j in enumerate(retrieved.tolist()))
+
+
+def assert_laser_counts(x: np.ndarray, y: np.ndarray, k: int, texts=None) -> None:
+    ours = xsim(x, y, k=k, src_texts=texts, tgt_texts=texts, search="faiss")
+    for margin in MARGINS:
+        assert ours[margin]["src2tgt"].errors == laser_errors(x, y, margin, k, texts), margin
+        assert ours[margin]["tgt2src"].errors == laser_errors(y, x, margin, k, texts), margin
+
+
+@pytest.mark.skipif(not faiss_available(), reason="faiss is not installed (the 'faiss' extra)")
+@pytest.mark.parametrize("spread", [1e-2, 3e-3, 1e-3])
+def test_counts_equal_lasers_on_distinct_sentences(spread):
+    """300 distinct sentences in clusters of 5 close paraphrases: many margin scores differ by
+    1e-6 to 1e-5 relative, real differences that decide LASER's retrieval."""
+    rng = np.random.RandomState(0)
+    base = np.repeat(rng.randn(60, 16), 5, axis=0) + spread * rng.randn(300, 16)
+    x = (base + 0.8 * spread * rng.randn(300, 16)).astype(np.float32)
+    y = (base + 0.8 * spread * rng.randn(300, 16)).astype(np.float32)
+    assert_laser_counts(x, y, k=4)
+    assert_laser_counts(x, y, k=4, texts=[f"sentence {i}" for i in range(300)])
+
+
+@pytest.mark.skipif(not faiss_available(), reason="faiss is not installed (the 'faiss' extra)")
+@pytest.mark.parametrize("noise", [0.0, 1e-7, 1e-6, 1e-5])
+def test_counts_equal_lasers_when_many_sentences_map_to_one_vector(noise):
+    """A collapsed model: 250 of 300 sentences embed to one vector (exactly, or within ``noise``),
+    some sentences repeated (textual error)."""
+    rng = np.random.RandomState(1)
+    x = rng.randn(300, 16)
+    y = x + 0.5 * rng.randn(300, 16)
+    vector = rng.randn(16)
+    x[:250] = vector + noise * rng.randn(250, 16)
+    y[:250] = vector + noise * rng.randn(250, 16)
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    assert_laser_counts(x, y, k=4)
+    assert_laser_counts(x, y, k=4, texts=[f"sentence {i % 220}" for i in range(300)])
 
 
 def save(path, array) -> str:

@@ -20,7 +20,6 @@ averages ``--seeds`` seeds. Writes ``<out>.csv`` (curves of the first seed), ``<
 """
 import argparse
 import csv
-import logging
 import statistics
 from pathlib import Path
 from typing import Dict, List
@@ -29,6 +28,7 @@ import torch
 from torch import nn
 
 from fairseq_ctx.analysis.cka import cka
+from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots
 
 DIM, HIDDEN, SAMPLES, COMPONENTS = 64, 32, 10_000, 4
 MODES = ("cosine", "cka", "both")
@@ -99,11 +99,7 @@ def smooth(values: List[float], window: int) -> List[float]:
 
 
 def plot(curves: Dict[str, Dict[str, List[Dict[str, float]]]], path: str) -> None:
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(2, 2, figsize=(9, 6), sharex=True)
     for mode, curve in curves.items():
@@ -169,6 +165,10 @@ def main() -> None:
     parser.add_argument("--last", type=int, default=20, help="steps averaged for the final batch values")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "synthetic_alignment"))
     args = parser.parse_args()
+    try:
+        require_plots("synthetic_alignment.py (its curves)")
+    except PlotsUnavailableError as err:
+        raise SystemExit(f"synthetic_alignment.py: {err}")
     torch.set_num_threads(1)
     per_seed: Dict[str, List[Dict[str, float]]] = {mode: [] for mode in MODES}
     first: Dict[str, Dict[str, List[Dict[str, float]]]] = {}

@@ -31,6 +31,7 @@ if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
 
 from devtools.machine_facts import this_machine  # noqa: E402
+from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots  # noqa: E402
 
 ARCHS = ["transformer", "ctx_concat", "dat", "han", "dct", "hce", "hmce"]
 MODEL = ["--share-all-embeddings", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
@@ -167,10 +168,7 @@ def write_results(rows: List[Dict], args: argparse.Namespace, destination: Path,
 
 
 def plot(rows: List[Dict], destination: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     metrics = [("bleu", "BLEU"), ("context_accuracy", "context accuracy"),
                ("contrastive_accuracy", "contrastive accuracy"), ("train_words_per_s", "train words/s")]
@@ -196,6 +194,10 @@ def main() -> None:
                         help="previous sentences the context models read (default: 2, or 4 with --setting hard)")
     parser.add_argument("--out", default=str(HERE / "results"), help="where compare_{setting}.{md,json,png} go")
     args = parser.parse_args()
+    try:
+        require_plots("compare.py (compare_{setting}.png)")
+    except PlotsUnavailableError as err:
+        sys.exit(f"compare.py: {err}")
     context_size = args.context_size or (4 if args.setting == "hard" else 2)
     started = time.time()
     work = Path(args.work)

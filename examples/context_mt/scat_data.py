@@ -5,7 +5,9 @@
 - Stage-2 corpus: every SCAT example is a two-line document ``[context line, sentence]`` (the
   preceding sentences kept as one segment, exactly as ``fairseq-ctx-contrastive --format scat``
   reads them), so ``--context-size 1`` gives each sentence its context line. An example whose
-  English or French context line is empty is a one-line document (no context).
+  English or French context line is empty is a one-line document (no context). The conversion is
+  the package's (``fairseq_ctx.context.data.one_line_context``, ``fairseq-ctx-prepare-docs
+  --src-context ...``).
 - One joint sentencepiece model (Kudo and Richardson, 2018) over all English and French training
   text; its pieces are the fairseq dictionary shared by both corpora.
 
@@ -17,8 +19,9 @@ import os
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from fairseq_ctx.context.contrastive.example import check_same_length, read_lines
+from fairseq_ctx.context.contrastive.example import check_same_length
 from fairseq_ctx.context.contrastive.scat import unmark
+from fairseq_ctx.context.data.one_line_context import OneLineContextError, OneLineExample, read_examples, write_documents
 
 SRC, TGT = "en", "fr"
 SCAT_SOURCE = "github.com/neulab/contextual-mt, data/scat/ (Yin et al., 2021)"
@@ -54,17 +57,14 @@ def check_inputs(scat_dir: Path, multi30k_dir: Path) -> None:
                                f"their directory with --multi30k-dir")
 
 
-def read_scat(scat_dir: Path, split: str) -> List[Tuple[str, str, str, str]]:
-    """(context en, sentence en, context fr, sentence fr) per example, markers removed."""
+def read_scat(scat_dir: Path, split: str) -> List[OneLineExample]:
+    """The examples of a split (context en, sentence en, context fr, sentence fr), markers removed."""
     paths = scat_paths(scat_dir, split)
-    columns = {str(path): read_lines(str(path)) for path in paths.values()}
-    check_same_length(columns, f"the SCAT {split} files")
-    examples = [tuple(unmark(text) for text in row) for row in zip(*columns.values())]
-    for number, (_, sentence_en, _, sentence_fr) in enumerate(examples, 1):
-        if not sentence_en or not sentence_fr:
-            raise RecipeInputError(f"{paths['sentence en']}:{number} / {paths['sentence fr']}:{number}: empty "
-                                   f"sentence; every SCAT example needs its English and French sentence")
-    return examples
+    try:
+        return read_examples(*(str(paths[name]) for name in ("context en", "sentence en", "context fr", "sentence fr")),
+                             clean=unmark)
+    except OneLineContextError as err:
+        raise RecipeInputError(f"SCAT {split}: {err}") from None
 
 
 def read_multi30k(multi30k_dir: Path, split: str) -> List[Tuple[str, str]]:
@@ -84,26 +84,6 @@ def read_multi30k(multi30k_dir: Path, split: str) -> List[Tuple[str, str]]:
 def write_lines(path: Path, lines: Sequence[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-
-
-def write_scat_documents(examples: Sequence[Tuple[str, str, str, str]], prefix: Path) -> List[int]:
-    """``PREFIX.{en,fr}``: one document per example (blank line between documents); returns the
-    line number (0-based, blank lines not counted) of every example's sentence."""
-    lines: Dict[str, List[str]] = {SRC: [], TGT: []}
-    sentence_ids, count = [], 0
-    for context_en, sentence_en, context_fr, sentence_fr in examples:
-        document = [(context_en, context_fr)] if context_en and context_fr else []
-        document.append((sentence_en, sentence_fr))
-        for en, fr in document:
-            lines[SRC].append(en)
-            lines[TGT].append(fr)
-        lines[SRC].append("")
-        lines[TGT].append("")
-        count += len(document)
-        sentence_ids.append(count - 1)
-    for lang, text in lines.items():
-        write_lines(Path(f"{prefix}.{lang}"), text)
-    return sentence_ids
 
 
 def train_sentencepiece(inputs: Sequence[Path], prefix: Path, vocab_size: int) -> Path:
@@ -139,19 +119,18 @@ def encode_file(codec, source: Path, destination: Path) -> None:
 
 def prepare_text(scat_dir: Path, multi30k_dir: Path, prep: Path) -> None:
     """Plain text of both stages in ``prep``: ``sentence.{train,valid}.{en,fr}`` (stage 1),
-    ``scat_docs.{train,valid}.{en,fr}`` (documents for fairseq-ctx-prepare-docs),
-    ``scat.valid.sentence_ids`` and ``scat.valid.ref.fr`` (the sentences scored by BLEU)."""
+    ``scat.{train,valid}.{en,fr,docids,sentence_ids}`` (the documents) and ``scat.valid.ref.fr``
+    (the sentences scored by BLEU)."""
     scat = {split: read_scat(scat_dir, split) for split in ("train", "valid")}
     multi30k = {split: read_multi30k(multi30k_dir, name) for split, name in (("train", "train"), ("valid", "val"))}
-    sentence_pairs = {"train": multi30k["train"] + [(e[1], e[3]) for e in scat["train"]], "valid": multi30k["valid"]}
+    sentence_pairs = {"train": multi30k["train"] + [(e.source, e.target) for e in scat["train"]],
+                      "valid": multi30k["valid"]}
     for split, pairs in sentence_pairs.items():
         for index, lang in enumerate((SRC, TGT)):
             write_lines(prep / f"sentence.{split}.{lang}", [pair[index] for pair in pairs])
     for split, examples in scat.items():
-        ids = write_scat_documents(examples, prep / f"scat_docs.{split}")
-        if split == "valid":
-            write_lines(prep / "scat.valid.sentence_ids", [str(i) for i in ids])
-            write_lines(prep / "scat.valid.ref.fr", [e[3] for e in examples])
+        write_documents(examples, str(prep / f"scat.{split}"), SRC, TGT, doc_prefix=f"scat-{split}-")
+    write_lines(prep / "scat.valid.ref.fr", [e.target for e in scat["valid"]])
 
 
 def spm_inputs(prep: Path) -> List[Path]:

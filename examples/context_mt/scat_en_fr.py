@@ -40,6 +40,7 @@ import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
 from devtools.train_log import sentences_per_update, validation_curve  # noqa: E402
+from fairseq_ctx.core.plots import PlotsUnavailableError, require_plots  # noqa: E402
 from fairseq_ctx.cli.tool_logging import QUIET_LIBRARIES  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
@@ -49,7 +50,6 @@ STAGE_TWO_MODELS = [SENTENCE_ON_SCAT, *CONTEXT_MODELS]
 FILE_LOGGERS = ("fairseq_cli.train", "fairseq.logging.progress_bar")  # where fairseq adds --log-file handlers
 # console script -> (module, function, whether it reads sys.argv instead of an argv parameter)
 TOOLS = {
-    "fairseq-ctx-prepare-docs": ("fairseq_ctx.cli.prepare_docs", "main", False),
     "fairseq-preprocess": ("fairseq_cli.preprocess", "cli_main", True),
     "fairseq-train": ("fairseq_cli.train", "cli_main", True),
     "fairseq-generate": ("fairseq_cli.generate", "cli_main", True),
@@ -102,11 +102,6 @@ class Recipe:
             print(f"== plain text and documents ({self.prep})", flush=True)
             tmp = self.fresh(self.prep)
             scat_data.prepare_text(Path(self.args.scat_dir), Path(self.args.multi30k_dir), tmp)
-            for split in ("train", "valid"):
-                self.run("fairseq-ctx-prepare-docs", [
-                    "--src-docs", str(tmp / f"scat_docs.{split}.en"), "--tgt-docs", str(tmp / f"scat_docs.{split}.fr"),
-                    "--out-prefix", str(tmp / f"scat.{split}"), "--src-lang", "en", "--tgt-lang", "fr",
-                    "--doc-prefix", f"scat-{split}-"])
             scat_data.replace_dir(tmp, self.prep)
         if not self.spm_dir.is_dir():
             print(f"== sentencepiece BPE, {self.args.spm_vocab} pieces, joint en+fr ({self.spm_dir})", flush=True)
@@ -280,6 +275,10 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
 def main(argv: Sequence[str] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    try:
+        require_plots("scat_en_fr.py (scat_en_fr.png)")
+    except PlotsUnavailableError as err:
+        sys.exit(f"scat_en_fr.py: {err}")
     scat_data.check_inputs(Path(args.scat_dir), Path(args.multi30k_dir))
     work = Path(args.work)
     if args.restart:

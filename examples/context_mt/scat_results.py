@@ -11,6 +11,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from devtools.machine_facts import this_machine
 from fairseq_ctx.core.generate_output import read_generate_lines
+from fairseq_ctx.core.plots import pyplot
 
 SENTENCE = "sentence"  # the stage-1 sentence-level model
 SENTENCE_ON_SCAT = "sentence_scat"  # stage 1 continued on the SCAT lines without context: the stage-2 control
@@ -124,10 +125,7 @@ def convergence(rows: Sequence[Dict]) -> List[str]:
 
 
 def plot(rows: Sequence[Dict], destination: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     baselines, context_rows = split_rows(rows)
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.4))

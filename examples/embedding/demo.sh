@@ -4,8 +4,11 @@
 # same update budget, plus a bilingual pa<->pb run with and without the constraint
 # -> retrieval error xa<->xb, X-Y document classification, t-SNE picture.
 # About 13-20 minutes on 2 CPU cores, one training at a time. Usage: bash examples/embedding/demo.sh [WORK_DIR]
-# (default work/embedding). t-SNE needs scikit-learn (pip install -e '.[plots]'); without it the pictures are PCA.
+# (default work/embedding). The pictures need matplotlib, t-SNE also scikit-learn (pip install -e '.[plots]');
+# without scikit-learn the pictures are PCA.
 set -euo pipefail
+python -c 'import sys; from fairseq_ctx.core.plots import missing_plots_message as m, plots_available as a
+a() or sys.exit(m("examples/embedding/demo.sh (its t-SNE pictures)"))'
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${1:-work/embedding}
 UPDATES=${UPDATES:-1200}

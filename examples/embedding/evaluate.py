@@ -4,7 +4,6 @@ date, the machine, the updates per model, the wall time since the demo started a
 import argparse
 import datetime
 import json
-import logging
 import os
 import sys
 import time
@@ -71,7 +70,6 @@ def row(label: str, result: dict, pair) -> str:
 
 
 def main() -> None:
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--work", required=True)
     parser.add_argument("--out-dir", required=True)

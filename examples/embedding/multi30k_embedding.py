@@ -32,6 +32,7 @@ for directory in (HERE, REPOSITORY):
         sys.path.insert(0, directory)
 
 from multi30k_report import write_results  # noqa: E402
+from fairseq_ctx.core.plots import PlotsUnavailableError, require_plots  # noqa: E402
 
 URL = "https://github.com/multi30k/dataset"
 LANGS = ("en", "de", "fr", "cs")
@@ -295,6 +296,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     args = parse_args(argv)
+    try:
+        require_plots("multi30k_embedding.py (multi30k_embedding.png)")
+    except PlotsUnavailableError as err:
+        sys.exit(f"multi30k_embedding.py: {err}")
     command = "python examples/embedding/multi30k_embedding.py " + quote(sys.argv[1:] if argv is None else argv)
     import torch
 

@@ -6,11 +6,11 @@ constraint lowers the retrieval error (cT-MDE below T-MDE) and the bottleneck be
 """
 import datetime
 import json
-import logging
 import os
 from typing import Dict, List, Optional, Sequence
 
 from devtools.machine_facts import MachineFacts, this_machine
+from fairseq_ctx.core.plots import pyplot
 
 # (better model, worse model, claim) — "better" means a lower mean xsim error.
 EXPECTED = (("ct_mde", "tmde", "the distance constraint lowers the error (cT-MDE better than T-MDE)"),
@@ -83,17 +83,9 @@ def markdown(report: dict, labels: Dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(path: str, rows: List[dict], labels: Dict[str, str]) -> bool:
-    """Grouped bars: xsim error per direction, one bar per model. False when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        logging.warning("matplotlib is not installed (pip install -e '.[plots]'): no plot written")
-        return False
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+def plot(path: str, rows: List[dict], labels: Dict[str, str]) -> None:
+    """Grouped bars: xsim error per direction, one bar per model."""
+    plt = pyplot()
     directions = list(dict.fromkeys(f"{r['src']}→{r['tgt']}" for r in rows))
     width = 0.8 / len(labels)
     figure, axes = plt.subplots(figsize=(max(8, len(directions)), 4.5))
@@ -108,7 +100,6 @@ def plot(path: str, rows: List[dict], labels: Dict[str, str]) -> bool:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
-    return True
 
 
 def write_results(out_dir: str, rows: List[dict], runs: Dict[str, dict], labels: Dict[str, str],

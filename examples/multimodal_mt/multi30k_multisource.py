@@ -39,6 +39,7 @@ if REPOSITORY not in sys.path:
 
 from devtools.machine_facts import this_machine  # noqa: E402
 from devtools.train_log import validation_curve  # noqa: E402
+from fairseq_ctx.core.plots import PlotsUnavailableError, require_plots  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}  # fairseq split -> Multi30k file stem
@@ -350,6 +351,10 @@ def significance_against_text_only(work: Path, names: Sequence[str], reference: 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
+    try:
+        require_plots("multi30k_multisource.py (multi30k_multisource.png)")
+    except PlotsUnavailableError as err:
+        sys.exit(f"multi30k_multisource.py: {err}")
     strategies = [s for s in args.models.split(",") if s]
     pairs = [p for p in args.pairs.split(",") if p]
     for name, chosen, known in (("--models", strategies, STRATEGIES), ("--pairs", pairs, PAIRS)):

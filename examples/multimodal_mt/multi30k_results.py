@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from devtools.machine_facts import MachineFacts
+from fairseq_ctx.core.plots import pyplot
 
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
 PLATEAU_TAIL = 0.2  # the last fifth of the updates
@@ -136,10 +137,7 @@ def markdown(rows: List[dict], run: dict) -> str:
 
 
 def plot(rows: List[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     figure, (bars, curves) = plt.subplots(1, 2, figsize=(12, 4.5))
     strategies = [s for s in ORDER[1:] if any(r["strategy"] == s for r in rows)]

@@ -10,7 +10,6 @@ matrix of linear CKA and of SVCCA (99% variance) between heads, and their means 
 import csv
 import itertools
 import json
-import logging
 import os
 import re
 from typing import Dict, List, Sequence
@@ -21,24 +20,32 @@ import torch
 from fairseq_ctx.analysis.attention_heads import HeadTap, module_kind
 from fairseq_ctx.analysis.cka import cka, mean_off_diagonal, pairwise_linear_cka
 from fairseq_ctx.analysis.svcca import svcca
+from fairseq_ctx.core.plots import pyplot
 from fairseq_ctx.core.progress import progress
 
-def collect(models: Sequence[torch.nn.Module], task, split: str, batch_size: int, max_positions: int):
-    """Head outputs per model and module: {module: (m, H, d_head) float64 array}, same positions for all models."""
-    task.load_dataset(split)
-    dataset = task.dataset(split)
-    iterator = task.get_batch_iterator(dataset, max_sentences=batch_size, seed=1, ignore_invalid_inputs=True)
+
+def collect(models: Sequence[torch.nn.Module], tasks: Sequence, split: str, batch_size: int, max_positions: int):
+    """Head outputs per model and module: {module: (m, H, d_head) float64 array}, same positions for
+    all models. Model i reads batches of its own task ``tasks[i]`` (its context settings: a model
+    trained with target-side context gets its target-context entries), made of the sentences of
+    the first task's batches, so every model sees the same sentences in the same rows."""
+    datasets = []
+    for task in tasks:
+        task.load_dataset(split)
+        datasets.append(task.dataset(split))
+    iterator = tasks[0].get_batch_iterator(datasets[0], max_sentences=batch_size, seed=1, ignore_invalid_inputs=True)
     taps = [HeadTap(model) for model in models]
     store: List[Dict[str, List[np.ndarray]]] = [{} for _ in models]
     counts: Dict[str, int] = {}
-    pad = task.source_dictionary.pad()
+    pad = tasks[0].source_dictionary.pad()
     batches = iterator.next_epoch_itr(shuffle=False)
     with torch.no_grad():
         for batch in progress(batches, total=len(batches), desc="collect heads", unit="batch"):
             if not batch or all(c >= max_positions for c in counts.values()) and counts:
                 break
-            net_input = batch["net_input"]
-            for model, tap, out in zip(models, taps, store):
+            samples = same_sentences(datasets, batch["id"].tolist())
+            for model, sample, tap, out in zip(models, samples, taps, store):
+                net_input = sample["net_input"]
                 tap.reset(net_input["src_tokens"].eq(pad), net_input["prev_output_tokens"].eq(pad))
                 model(**net_input)
                 for name, record in tap.records.items():
@@ -51,6 +58,17 @@ def collect(models: Sequence[torch.nn.Module], task, split: str, batch_size: int
     for tap in taps:
         tap.remove()
     return [{name: np.concatenate(chunks)[:max_positions] for name, chunks in out.items()} for out in store]
+
+
+def same_sentences(datasets: Sequence, ids: List[int]) -> List[Dict]:
+    """The sentences ``ids`` collated by each dataset (each model's task), all in the same rows: the
+    collaters order a batch by source length, and the same sentences give the same order."""
+    samples = [dataset.collater([dataset[i] for i in ids]) for dataset in datasets]
+    for sample in samples[1:]:
+        if not torch.equal(sample["net_input"]["src_tokens"], samples[0]["net_input"]["src_tokens"]):
+            raise ValueError("the two checkpoints' tasks give the sentences of the split different source tokens "
+                             "(other dictionaries or data); compare checkpoints trained on the same data directory")
+    return samples
 
 
 def layer_index(name: str) -> int:
@@ -73,12 +91,7 @@ def head_statistics(heads: np.ndarray) -> dict:
 
 
 def heatmaps(panels: Dict[str, np.ndarray], title: str, path: str, xlabel: str, ylabel: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     cols = min(4, len(panels))
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
@@ -116,14 +129,15 @@ def compare_layers(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray]) -> Dict[s
     return result
 
 
-def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], task, split: str, batch_size: int,
-            max_positions: int, output_dir: str) -> Dict[str, float]:
-    """Write ``heads.csv``, ``heads.json`` and ``heads_<tag>.png`` (head × head heatmaps, one panel
-    per module) to ``output_dir`` and, for two models, ``layers.csv``/``layers.json`` and
-    ``layers_<kind>.png`` (layer × layer of the same module kind, the whole layer output = all
-    heads concatenated). Returns the mean inter-head CKA over the modules of each tag."""
-    os.makedirs(output_dir, exist_ok=True)
-    collected = collect(models, task, split, batch_size, max_positions)
+def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], tasks: Sequence, split: str, batch_size: int,
+            max_positions: int, output_dir: str, plots: bool = True) -> Dict[str, float]:
+    """Write ``heads.csv`` and ``heads.json`` to ``output_dir`` and, for two models,
+    ``layers.csv``/``layers.json`` (layer × layer of the same module kind, the whole layer output =
+    all heads concatenated); with ``plots`` (matplotlib installed), also the heatmaps
+    ``heads_<tag>.png`` (head × head, one panel per module) and ``layers_<kind>.png``. Model i is run
+    on batches of ``tasks[i]``. The directory is made once the numbers are computed. Returns the
+    mean inter-head CKA over the modules of each tag."""
+    collected = collect(models, tasks, split, batch_size, max_positions)
     rows, report = [], {}
     for tag, heads_by_module in zip(tags, collected):
         report[tag] = {}
@@ -133,16 +147,15 @@ def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], task, split:
             rows.append({"model": tag, "module": name, "kind": module_kind(name), "layer": layer_index(name),
                          "heads": stats["heads"], "positions": stats["positions"],
                          "mean_cka": round(stats["mean_cka"], 4), "mean_svcca": round(stats["mean_svcca"], 4)})
-        heatmaps({n: np.array(s["cka"]) for n, s in report[tag].items()}, f"inter-head CKA — {tag}",
-                 os.path.join(output_dir, f"heads_{tag}.png"), "head", "head")
+    layers = compare_layers(*collected) if len(models) > 1 else None
+    os.makedirs(output_dir, exist_ok=True)
     with open(os.path.join(output_dir, "heads.csv"), "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     with open(os.path.join(output_dir, "heads.json"), "w") as handle:
         json.dump(report, handle, indent=1)
-    if len(models) > 1:
-        layers = compare_layers(*collected)
+    if layers is not None:
         with open(os.path.join(output_dir, "layers.json"), "w") as handle:
             json.dump(layers, handle, indent=1)
         with open(os.path.join(output_dir, "layers.csv"), "w", newline="") as handle:
@@ -151,7 +164,11 @@ def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], task, split:
             for kind, item in layers.items():
                 for (i, na), (j, nb) in itertools.product(enumerate(item["layers_a"]), enumerate(item["layers_b"])):
                     writer.writerow([kind, na, nb, round(item["cka"][i][j], 4), round(item["svcca"][i][j], 4)])
-        for kind, item in layers.items():
+    if plots:
+        for tag in tags:
+            heatmaps({n: np.array(s["cka"]) for n, s in report[tag].items()}, f"inter-head CKA — {tag}",
+                     os.path.join(output_dir, f"heads_{tag}.png"), "head", "head")
+        for kind, item in (layers or {}).items():
             heatmaps({"CKA": np.array(item["cka"]), "SVCCA": np.array(item["svcca"])}, f"{kind}: {tags[0]} × {tags[1]}",
                      os.path.join(output_dir, f"layers_{kind}.png"), f"layer ({tags[1]})", f"layer ({tags[0]})")
     return {tag: float(np.mean([r["mean_cka"] for r in rows if r["model"] == tag])) for tag in tags}

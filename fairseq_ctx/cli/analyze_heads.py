@@ -10,7 +10,10 @@ matrix of linear CKA and of SVCCA (99% variance) between heads, and their means 
 Writes to ``--output-dir``: ``heads.csv`` (one row per checkpoint and module), ``heads.json``
 (with the matrices), ``heads_<tag>.png`` (head × head heatmaps, one panel per module) and, with
 ``--compare-path``, ``layers.csv``/``layers.json`` and ``layers_<kind>.png`` (layer × layer of the
-same module kind, the whole layer output = all heads concatenated).
+same module kind, the whole layer output = all heads concatenated). The PNGs need matplotlib
+(the ``plots`` extra); without it the tool says so at the start and writes the tables. Each
+checkpoint is run on batches of its own task (e.g. with its target-side context), over the same
+sentences.
 
 Example:
     fairseq-ctx-analyze-heads checkpoints/hce --data data-bin --output-dir heads
@@ -59,6 +62,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     logger = configure_tool_logging("analyze_heads")
+    from fairseq_ctx.core.plots import missing_plots_message, plots_available
+
+    plots = plots_available()
+    if not plots:
+        logger.warning("%s; writing heads.csv and heads.json%s without the PNG heatmaps",
+                       missing_plots_message("drawing the heatmaps"),
+                       " (and layers.csv, layers.json)" if args.compare_path else "")
     from fairseq_ctx.analysis.head_analysis import analyze
     from fairseq_ctx.core.checkpoint_loading import CheckpointError
     from fairseq_ctx.core.tool_loading import load_models
@@ -70,14 +80,19 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     try:
         model, task = load(args.checkpoint, TOOL)
-        models, tags = [model], [args.tag]
+        models, tasks, tags = [model], [task], [args.tag]
         if args.compare_path:
-            models.append(load(args.compare_path, f"{TOOL} --compare-path")[0])
+            other, other_task = load(args.compare_path, f"{TOOL} --compare-path")
+            models.append(other)
+            tasks.append(other_task)
             tags.append(args.compare_tag)
     except (CheckpointError, FileNotFoundError) as err:
         sys.exit(f"{TOOL}: {err}" if isinstance(err, FileNotFoundError) else str(err))
     logger.info("collecting head outputs of %s on split %s", ", ".join(tags), args.split)
-    means = analyze(models, tags, task, args.split, args.batch_size, args.max_positions, args.output_dir)
+    try:
+        means = analyze(models, tags, tasks, args.split, args.batch_size, args.max_positions, args.output_dir, plots)
+    except ValueError as err:
+        sys.exit(f"{TOOL}: {err}")
     for tag, mean in means.items():
         print(f"{tag}: mean inter-head CKA over the modules = {mean:.4f}")
 

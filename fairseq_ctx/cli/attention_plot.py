@@ -7,7 +7,8 @@ Quantity per (target token, input), read from one decoder layer (default: the la
 hierarchical: the second-level weights β (head average); flat: attention mass on each input's
 states (head average); serial/parallel: each input's share of the context-vector norms. multisource_rnn: β
 (hierarchical) or the attention mass per input (flat), with the sentinel's share as an
-extra column when trained with --sentinel.
+extra column when trained with --sentinel. The PNG needs matplotlib (``pip install
+"fairseq-ctx[plots]"``); without it the tool says so at the start and writes the JSON.
 
 Example:
     fairseq-ctx-attention-plot checkpoints/hier --data data-bin --feature-inputs img --out attention
@@ -37,7 +38,13 @@ def main(argv=None) -> None:
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), data_required=True)
     refuse_overwriting(parser, {"--out (.png)": args.out + ".png", "--out (.json)": args.out + ".json"},
                        checkpoint_inputs(args, args.gen_subset))
-    configure_tool_logging("attention_plot")
+    logger = configure_tool_logging("attention_plot")
+    from fairseq_ctx.core.plots import missing_plots_message, plots_available
+
+    plots = plots_available()
+    if not plots:
+        logger.warning("%s; writing %s.json without %s.png", missing_plots_message("drawing the heatmap"),
+                       args.out, args.out)
     from fairseq_ctx.core.checkpoint_loading import CheckpointError
     from fairseq_ctx.core.tool_loading import load_models
     from fairseq_ctx.multisource.attention_plot import QUANTITY, attention_records, plot
@@ -54,11 +61,14 @@ def main(argv=None) -> None:
     rnn = getattr(models[0].decoder, "attention", None) is not None
     title = f"{combination}: {QUANTITY[combination]}" + ("" if rnn else f", decoder layer {args.layer}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    plot(records, inputs, title, args.out + ".png")
     with open(args.out + ".json", "w", encoding="utf-8") as handle:
         json.dump({"combination": combination, "quantity": QUANTITY[combination], "layer": args.layer,
                    "inputs": inputs, "sentences": records}, handle, indent=1)
-    print(f"wrote {args.out}.png and {args.out}.json")
+    if plots:
+        plot(records, inputs, title, args.out + ".png")
+        print(f"wrote {args.out}.png and {args.out}.json")
+    else:
+        print(f"wrote {args.out}.json")
 
 
 if __name__ == "__main__":

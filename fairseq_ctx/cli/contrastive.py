@@ -63,7 +63,7 @@ def main(argv=None) -> None:
     except (ContrastiveInputError, OSError) as err:
         sys.exit(f"fairseq-ctx-contrastive: {err}")
     configure_tool_logging("contrastive")
-    result = evaluate(load_translator(args), examples, args.batch_size, args.length_normalize)
+    result = evaluate(load_translator(parser, args), examples, args.batch_size, args.length_normalize)
     result = {"format": args.format, **result, "skipped": skipped}
     print(format_report(result))
     if args.json:

@@ -30,7 +30,7 @@ def main(argv=None) -> None:
     configure_tool_logging("cxmi")
     from fairseq_ctx.context.cxmi import cxmi
 
-    result = cxmi(load_translator(args), args.gen_subset, args.batch_size)
+    result = cxmi(load_translator(parser, args), args.gen_subset, args.batch_size)
     print(f"CXMI = {result['cxmi']:.4f} nats per sentence, {result['cxmi_per_token']:.5f} per target token "
           f"({result['sentences']} sentences)")
     if args.per_sentence:

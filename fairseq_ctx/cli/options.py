@@ -1,15 +1,21 @@
-"""``fairseq-ctx-options``: every command-line option of an architecture, a task and a criterion,
-with help strings and defaults, as ``fairseq-train`` parses them.
+"""``fairseq-ctx-options``: every option of an architecture, its task and its criterion, each with
+the value fairseq-train gives it when it is not given (after the architecture function).
 
 fairseq's own ``fairseq-train --arch X --help`` prints only the general options: it answers
-``--help`` before it has read ``--arch``, ``--task`` and ``--criterion``. This tool adds their
-options first, the way fairseq-train does, and then prints the help.
+``--help`` before it has read ``--arch``, ``--task`` and ``--criterion``. This tool prints, one
+line each (flag, default, first sentence of the help): the architecture's own options first, then
+the fairseq Transformer options its model inherits, the task's (its own first) and the
+criterion's. ``--only`` keeps one group, ``--long`` prints the whole help of each option, ``--all``
+prints fairseq-train's complete help instead (general options included, argparse's layout).
 
 Example:
     fairseq-ctx-options --arch hmce
+    fairseq-ctx-options --arch hmce --only arch --long
     fairseq-ctx-options --task multilingual_embedding --arch tmde --criterion distance_constraint
 """
 import argparse
+
+GROUPS = ("arch", "transformer", "task", "criterion")
 
 
 def main(argv=None) -> None:
@@ -17,13 +23,32 @@ def main(argv=None) -> None:
     parser.add_argument("--arch", required=True, help="a registered architecture, e.g. hmce")
     parser.add_argument("--task", default="context_translation", help="the task (default: context_translation)")
     parser.add_argument("--criterion", default="label_smoothed_cross_entropy", help="the criterion")
+    parser.add_argument("--only", choices=GROUPS, help="print one group: the arch's own options, the Transformer "
+                        "options its model inherits, the task's or the criterion's")
+    parser.add_argument("--long", action="store_true", help="the whole help of every option, not its first sentence")
+    parser.add_argument("--all", action="store_true", help="fairseq-train's complete --help for these choices "
+                        "(general options too)")
     args = parser.parse_args(argv)
+    if args.all and (args.only or args.long):
+        parser.error("--all prints fairseq-train's whole help; it takes no --only or --long")
     from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
     configure_tool_logging("options")
-    from fairseq import options
+    from fairseq import options  # noqa: F401  (registration of the plugin runs once fairseq is imported)
 
-    import fairseq_ctx  # noqa: F401  (registration runs once fairseq is imported)
+    import fairseq_ctx  # noqa: F401
+
+    if args.all:
+        print_fairseq_train_help(args.task, args.arch, args.criterion)
+    from fairseq_ctx.cli.option_listing import format_groups, option_groups
+
+    groups = [g for g in option_groups(args.arch, args.task, args.criterion) if args.only in (None, g.key)]
+    print(format_groups(groups, long=args.long))
+
+
+def print_fairseq_train_help(task: str, arch: str, criterion: str) -> None:
+    """fairseq-train's own help once the arch, task and criterion options are added; exits."""
+    from fairseq import options
 
     calls = []
 
@@ -35,11 +60,9 @@ def main(argv=None) -> None:
             full_parser.print_help()
             raise SystemExit(0)
 
-    training = options.get_training_parser(default_task=args.task)
-    options.parse_args_and_arch(
-        training, ["DATA", "--task", args.task, "--arch", args.arch, "--criterion", args.criterion],
-        parse_known=True, modify_parser=print_and_exit,
-    )
+    training = options.get_training_parser(default_task=task)
+    options.parse_args_and_arch(training, ["DATA", "--task", task, "--arch", arch, "--criterion", criterion],
+                                parse_known=True, modify_parser=print_and_exit)
 
 
 if __name__ == "__main__":

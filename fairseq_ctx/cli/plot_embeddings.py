@@ -2,7 +2,8 @@
 
 Each ``--input NAME=FILE.npy`` is one group (e.g. one language); points are coloured by
 group, or by the labels of ``--labels`` (one per row, shared by all groups) with one marker
-per group.
+per group. Needs matplotlib (and scikit-learn for t-SNE): the ``plots`` extra,
+``pip install "fairseq-ctx[plots]"``.
 """
 import argparse
 
@@ -28,6 +29,10 @@ def main(argv=None) -> None:
         groups.append(name)
         paths.append(path)
     refuse_overwriting(parser, {"--output": args.output}, {"--input": paths, "--labels": args.labels})
+    from fairseq_ctx.core.plots import missing_plots_message, plots_available
+
+    if not plots_available():
+        parser.exit(2, f"fairseq-ctx-plot-embeddings: error: {missing_plots_message('fairseq-ctx-plot-embeddings')}\n")
     configure_tool_logging("plot_embeddings")
     from fairseq_ctx.embedding.embedding_file import read_embeddings
     from fairseq_ctx.embedding.embedding_plot import plot

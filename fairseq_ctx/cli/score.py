@@ -7,8 +7,17 @@ files, one sentence per line (--hyp, --ref, --src); sentencepiece pieces are rem
 fairseq-generate --post-process sentencepiece does.
 
 With --context-key (answer key, one line per test sentence, ``expected|alternative,alternative``
-or empty): BLEU of the H- lines and context accuracy -- a context-dependent sentence is correct
-when its hypothesis contains the expected word and none of the alternatives.
+or empty): sacreBLEU's BLEU of the H- lines as they are (tokenized, like the generated corpus;
+--tokenize chooses the tokenizer), with its signature, and context accuracy -- a context-dependent
+sentence is correct when its hypothesis contains the expected word and none of the alternatives.
+The keys of ``fairseq-ctx-make-corpus --setting target`` add a rule, ``er|sie,es|wagen=er,karre=sie``:
+the expected word is the one that agrees with the synonym the hypothesis of the previous sentence
+chose (the reference's choice is random, so comparing with it would score a model's own,
+consistent choice as wrong half of the time); a sentence whose previous hypothesis names none of
+the synonyms is left out and counted apart.
+
+sacreBLEU's note that the text looks tokenized is left out when --tokenize is given (and with
+--context-key, whose text is tokenized by design).
 """
 import argparse
 import json
@@ -50,12 +59,15 @@ def main(argv=None) -> None:
 
 def _context_scores(args: argparse.Namespace) -> dict:
     try:
-        result = score(args.generate_output, args.context_key)
+        result = score(args.generate_output, args.context_key, args.tokenize)
     except ValueError as err:
         sys.exit(f"fairseq-ctx-score: {err}")
-    print(f"BLEU = {result['bleu']:.2f}")
-    print(f"context accuracy = {result['context_accuracy']:.3f} "
-          f"({result['context_correct']}/{result['context_total']} context-dependent sentences)")
+    print(result["bleu_line"])
+    counted = f"{result['context_correct']}/{result['context_total']} context-dependent sentences"
+    if result["context_rule"] == "previous translation":
+        counted += ("; expected: the pronoun agreeing with the synonym the hypothesis of the previous sentence chose; "
+                    f"{result['context_undetermined']} more left out, their previous hypothesis names no synonym")
+    print(f"context accuracy = {result['context_accuracy']:.3f} ({counted})")
     return result
 
 

@@ -93,8 +93,14 @@ def refuse_non_empty_dir(parser: argparse.ArgumentParser, directory: str, overwr
         parser.error(str(err))
 
 
-def load_translator(args: argparse.Namespace, **generation):
+def load_translator(parser: argparse.ArgumentParser, args: argparse.Namespace, **generation):
+    """The tool's DocumentTranslator; a missing or unusable checkpoint ends the tool with one line
+    (exit status 2) naming the file and the fix."""
     from fairseq_ctx.context import hub
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError
 
-    return hub.load(args.checkpoint, checkpoint_file=args.checkpoint_file, data=args.data, spm_model=args.spm,
-                    cpu=args.cpu, **generation)
+    try:
+        return hub.load(args.checkpoint, checkpoint_file=args.checkpoint_file, data=args.data, spm_model=args.spm,
+                        cpu=args.cpu, **generation)
+    except (FileNotFoundError, CheckpointError) as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")

@@ -8,12 +8,18 @@ batch are held) and each batch is written as soon as it is translated. A model t
 --target-context-size M > 0 also reads its own translations of the previous M sentences: up to
 --batch-size documents are held and sentence i of all of them is translated in one batch.
 
+The length limit is fairseq's (--max-len-a 0 --max-len-b 200, as fairseq-interactive), so the
+translations do not depend on --batch-size. The context each sentence reads is logged at the
+start, the documents and sentences translated at the end; a warning names the input when it is
+mostly <unk> (e.g. --spm left out).
+
 Example:
     fairseq-ctx-translate-doc checkpoints/hmce --spm spm.model --input talk.en > talk.de
     cat docs.en | fairseq-ctx-translate-doc checkpoints/hmce/checkpoint_best.pt --beam 5
 """
 import argparse
 import sys
+from typing import Iterable, Iterator
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
@@ -22,14 +28,33 @@ from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.text_input import TextEncodingError, check_utf8, utf8_lines
 
 
+class DocumentCount:
+    """Counts the documents and sentences of the lines passing through :meth:`reading`."""
+
+    def __init__(self):
+        self.documents = self.sentences = 0
+        self.blank = True
+
+    def reading(self, lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            blank = not line.strip()
+            self.sentences += not blank
+            self.documents += self.blank and not blank
+            self.blank = blank
+            yield line
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_args(parser)
     parser.add_argument("--input", default="-", help="documents to translate (default: stdin)")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--lenpen", type=float, default=1.0)
-    parser.add_argument("--max-len-a", type=float, default=1.2, help="max output length = a * source length + b")
-    parser.add_argument("--max-len-b", type=int, default=10)
+    parser.add_argument("--max-len-a", type=float, default=0,
+                        help="max output length = a * source length + b, fairseq's default (a = 0): fairseq's "
+                             "generator takes the longest source of the batch, so with a > 0 a translation depends on "
+                             "--batch-size")
+    parser.add_argument("--max-len-b", type=int, default=200)
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
@@ -42,15 +67,18 @@ def main(argv=None) -> None:
             check_utf8(args.input)
         except (TextEncodingError, OSError) as err:
             parser.exit(2, f"fairseq-ctx-translate-doc: error: {err}\n")
-    configure_tool_logging("translate_doc")
-    translator = load_translator(args, beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
+    logger = configure_tool_logging("translate_doc")
+    translator = load_translator(parser, args, beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
                                  max_len_b=args.max_len_b)
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
+    count = DocumentCount()
     try:
-        lines = translator.translate_stream(utf8_lines(source, name), batch_size=args.batch_size)
+        lines = translator.translate_stream(count.reading(utf8_lines(source, name)), batch_size=args.batch_size,
+                                            source=name)
         for translation in progress(lines, desc="translate", unit="line"):
             sys.stdout.write(translation + "\n")
             sys.stdout.flush()
+        logger.info(f"translated {count.documents} documents, {count.sentences} sentences of {name}")
     except TextEncodingError as err:
         parser.exit(2, f"fairseq-ctx-translate-doc: error: {err}\n")
     finally:

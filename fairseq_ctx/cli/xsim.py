@@ -24,7 +24,8 @@ def main(argv=None) -> None:
     parser.add_argument("--src-text", help="text embedded as src, one line per row: textual error for tgt→src")
     parser.add_argument("--tgt-text", help="text embedded as tgt, one line per row: textual error for src→tgt")
     parser.add_argument("--search", choices=("auto", "faiss", "exact"), default="auto",
-                        help="nearest-neighbour search: faiss when importable (auto), or exact numpy; same results")
+                        help="nearest-neighbour search: faiss when importable (auto; LASER's counts), or exact numpy "
+                             "(the same except where two scores differ in the last float32 bit)")
     parser.add_argument("--dim", type=int, help="row dimension of LASER's raw binary embedding files")
     parser.add_argument("--fp16", action="store_true", help="raw binary embedding files are float16")
     parser.add_argument("--json", help="also write the errors to this JSON file")

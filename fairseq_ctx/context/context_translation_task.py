@@ -12,6 +12,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from fairseq_ctx.context.data.context_batch import ContextInputs, TargetContextKeys
+from fairseq_ctx.context.context_use import OWN_TRANSLATIONS, REFERENCES, describe_context
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.context_examples import ExampleCollater
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
@@ -79,20 +80,69 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
     cfg: ContextTranslationConfig
     interactive: Optional[InteractiveDocuments] = None  # fairseq-interactive's document state, made on first use
     own_outputs: Optional[OwnTranslations] = None  # fairseq-generate's previous hypotheses, made on first use
+    context_logged: bool = False  # the context line is logged once (a DocumentTranslator logs its own and sets it)
 
     def __init__(self, cfg: ContextTranslationConfig, src_dict, tgt_dict):
         if cfg.target_context_size < 0:
             raise ValueError(f"--target-context-size must be >= 0 (0 = no target context), got {cfg.target_context_size}")
-        joined = src_dict == tgt_dict
+        self.joined_dictionaries = src_dict == tgt_dict
         super().__init__(cfg, src_dict, tgt_dict)
         self.boc_index = src_dict.add_symbol(cfg.context_begin_symbol)
         self.count_context_tokens = True
         self.document_span = 0
         self.target_boc_index = -1
-        if tgt_dict is not src_dict and (joined or cfg.target_context_size > 0):
-            self.target_boc_index = tgt_dict.add_symbol(cfg.context_begin_symbol)
-        elif tgt_dict is src_dict:
+        self.add_target_boc()
+
+    def add_target_boc(self) -> None:
+        """``<boc>`` in the target dictionary when it is the source one, joined with it, or target
+        context is read (the dictionary then has the size the model was trained with)."""
+        if self.tgt_dict is self.src_dict:
             self.target_boc_index = self.boc_index
+        elif self.target_boc_index < 0 and (self.joined_dictionaries or self.cfg.target_context_size > 0):
+            self.target_boc_index = self.tgt_dict.add_symbol(self.cfg.context_begin_symbol)
+
+    def adopt_checkpoint_settings(self, trained, path: str) -> None:
+        """fairseq-generate / fairseq-interactive load ``--path`` into the task their command line
+        built. The context sizes the model was trained with (``trained``: the checkpoint's task
+        config) replace the ones left at their defaults; one given that differs from the trained
+        one is kept with a warning naming both, or refused when the model could not read it
+        (target context for a model trained without, or the other way round)."""
+        taken = []
+        for name, flag in (("context_size", "--context-size"), ("target_context_size", "--target-context-size")):
+            value, given, default = trained.get(name), getattr(self.cfg, name), _default(name)
+            if value is None or value == given:
+                continue
+            if given == default:
+                setattr(self.cfg, name, value)
+                taken.append(f"{flag} {value}")
+            elif name == "target_context_size" and (value == 0 or given == 0):
+                raise ValueError(
+                    f"context_translation: checkpoint {path} was trained with {flag} {value} but {flag} {given} is "
+                    f"given; the model {'has no' if value == 0 else 'needs its'} target-context parameters. Leave "
+                    f"{flag} out to decode with the trained value")
+            else:
+                logger.warning(
+                    f"context_translation: checkpoint {path} was trained with {flag} {value}, but {flag} {given} is "
+                    f"given and used: the model never saw {given} previous sentences in training; leave {flag} out "
+                    f"to decode with the trained value")
+        if taken:
+            logger.info(f"context_translation: decoding with {' and '.join(taken)}, as checkpoint {path} was trained "
+                        f"(the command line left {'it' if len(taken) == 1 else 'them'} at the default)")
+            self.add_target_boc()
+
+    def log_context_use(self, path: str, target_from: str, documents: str) -> None:
+        """Log once what context the sentences are decoded with (:mod:`~fairseq_ctx.context.context_use`)."""
+        if not self.context_logged:
+            self.context_logged = True
+            logger.info(describe_context(path, self.cfg.context_size, self.cfg.target_context_size, target_from,
+                                         documents))
+
+    def decoded_splits(self) -> str:
+        """The documents and sentences of the loaded splits other than the training split."""
+        splits = [f"split {name}: {dataset.documents} documents, {len(dataset)} sentences"
+                  for name, dataset in self.datasets.items()
+                  if name != self.cfg.train_subset and isinstance(dataset, ContextTranslationDataset)]
+        return "; ".join(splits) or "the binarized split"
 
     @property
     def reads_documents(self) -> bool:
@@ -211,6 +261,9 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
         """fairseq-interactive: each buffer's lines continue the running document context; a
         blank line starts a new document."""
         tokens, lengths = super().get_interactive_tokens_and_lengths(lines, encode_fn)
+        self.log_context_use("context_translation (fairseq-interactive)", OWN_TRANSLATIONS,
+                             "documents: the input as it comes, a blank line ends one" if self.reads_documents else
+                             "every line translated on its own")
         if self.reads_documents:
             self.interactive_documents().read_buffer(lines, tokens)
         return tokens, lengths
@@ -233,12 +286,15 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
         ``--score-reference``, CXMI), keep the target context they were given: for a binarized
         split, the references."""
         own = self.own_outputs
+        decoding = not isinstance(generator, SequenceScorer)
         if self.reads_documents and not ContextInputs.of(sample["net_input"]).has_context:
             sample = self.interactive_documents().restore_context(sample)
             own = self.interactive.own_outputs
-        elif self.cfg.target_context_size > 0:
-            own = self.own_translations()
-        decoding = not isinstance(generator, SequenceScorer)
+        else:
+            self.log_context_use(f"context_translation ({'decoding' if decoding else 'scoring'})",
+                                 OWN_TRANSLATIONS if decoding else REFERENCES, self.decoded_splits())
+            if self.cfg.target_context_size > 0:
+                own = self.own_translations()
         if self.cfg.target_context_size > 0 and TargetContextKeys.of(sample) is not None and decoding:
             return self.decode_with_own_translations(own, generator, models, sample, prefix_tokens, constraints)
         return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
@@ -263,6 +319,10 @@ def _rows_of(value: Optional[torch.Tensor], rows: List[int]) -> Optional[torch.T
     if value is None:
         return None
     return value[torch.tensor(rows, dtype=torch.long, device=value.device)]
+
+
+def _default(name: str):
+    return ContextTranslationConfig.__dataclass_fields__[name].default
 
 
 def _empty_split_message(data_path: str, split: str) -> str:

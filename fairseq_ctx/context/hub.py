@@ -10,7 +10,14 @@ task's own context batching (:class:`ContextTranslationDataset`, through the tas
 architecture (transformer with ``--context-size 0``, hce, hmce, ctx_concat, dat, han, dct).
 A model trained with ``--target-context-size`` M > 0 reads its own translations of the previous
 M sentences of the document (Voita et al. (2019)).
+
+The first translation logs what context the sentences get (:mod:`~fairseq_ctx.context.context_use`);
+input that is mostly ``<unk>`` is warned about (:mod:`~fairseq_ctx.core.unknown_tokens`). The
+length limit is fairseq's (``max_len_a`` 0, ``max_len_b`` 200, as fairseq-generate and
+fairseq-interactive): fairseq's generator limits a whole batch by ``a`` times its longest source,
+so with ``max_len_a`` > 0 a translation depends on the sentences it is batched with.
 """
+import logging
 import os
 from argparse import Namespace
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
@@ -18,17 +25,21 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import torch
 from fairseq import utils
 
+from fairseq_ctx.context.context_use import OWN_TRANSLATIONS, describe_context
 from fairseq_ctx.context.data.context_batch import TargetContextKey
 from fairseq_ctx.context.data.context_examples import Example, RunningContext
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 from fairseq_ctx.core.tool_loading import load_models
+from fairseq_ctx.core.unknown_tokens import UnknownTokenCheck
+
+logger = logging.getLogger(__name__)
 
 
 class DocumentTranslator:
     """A loaded context-aware model with document-level translation and scoring."""
 
     def __init__(self, task, models, spm_model: Optional[str] = None, beam: int = 5,
-                 max_len_a: float = 1.2, max_len_b: int = 10, lenpen: float = 1.0):
+                 max_len_a: float = 0, max_len_b: int = 200, lenpen: float = 1.0):
         self.task = task
         self.models = models
         self.src_dict, self.tgt_dict = task.source_dictionary, task.target_dictionary
@@ -42,13 +53,32 @@ class DocumentTranslator:
         self.device = next(models[0].parameters()).device
         self.collate = task.example_collater()
         self.next_key = 0  # own-output key of the next sentence translated with target context
+        task.context_logged = True  # the task's own line is for fairseq's tools; this translator logs its own
+        self.context_logged = False
+        self.unknown: Optional[UnknownTokenCheck] = None
+
+    def unknown_tokens_fix(self) -> str:
+        if self.spm is None:
+            return ("pass the sentencepiece model the training data was segmented with (--spm MODEL; spm_model= in "
+                    "Python), or text tokenized as the training data was")
+        return "the text is in another language or script than the training data"
+
+    def log_context_use(self) -> None:
+        if not self.context_logged:
+            self.context_logged = True
+            logger.info(describe_context("DocumentTranslator", self.context_size, self.target_context_size,
+                                         OWN_TRANSLATIONS, "documents: a blank line ends one (translate_stream), one "
+                                         "per translate_document"))
 
     def encode(self, line: str, dictionary) -> torch.Tensor:
         line = self.spm.encode(line) if self.spm is not None else line.strip()
         return dictionary.encode_line(line, add_if_not_exist=False, append_eos=True).long()
 
     def encode_source(self, line: str) -> torch.Tensor:
-        return self.encode(line, self.src_dict)
+        tokens = self.encode(line, self.src_dict)
+        if self.unknown is not None:
+            self.unknown.add(tokens)
+        return tokens
 
     def encode_target(self, line: str) -> torch.Tensor:
         return self.encode(line, self.tgt_dict)
@@ -89,7 +119,7 @@ class DocumentTranslator:
             out[number] = hypos[row][0]["positional_scores"].float().cpu()
         return out
 
-    def translate_stream(self, lines: Iterable[str], batch_size: int = 32) -> Iterator[str]:
+    def translate_stream(self, lines: Iterable[str], batch_size: int = 32, source: str = "the input") -> Iterator[str]:
         """One output line per input line: a blank input line (document boundary) gives a blank
         output line and clears the running context. Sentences are batched ``batch_size`` at a
         time across documents (the context is source-side, so batching does not change the
@@ -99,7 +129,11 @@ class DocumentTranslator:
         translations of the previous M sentences of its document, so a document is translated
         sentence after sentence: up to ``batch_size`` documents of the stream are held, sentence
         i of all of them is translated in one batch, and the output is that of translating each
-        document on its own, one sentence at a time."""
+        document on its own, one sentence at a time.
+
+        ``source`` names the input in the warning given when its first batch is mostly ``<unk>``."""
+        self.log_context_use()
+        self.unknown = UnknownTokenCheck(self.src_dict, source, self.unknown_tokens_fix())
         if self.target_context_size > 0:
             yield from self._translate_documents(lines, batch_size)
             return
@@ -142,6 +176,7 @@ class DocumentTranslator:
         yield from self._emit(group, layout)
 
     def _emit(self, group: List[List[torch.Tensor]], layout: List[Optional[int]]) -> Iterator[str]:
+        self.unknown.check()
         translations = [iter(document) for document in self.translate_group(group)]
         for document in layout:
             yield "" if document is None else self.decode(next(translations[document]))
@@ -166,6 +201,7 @@ class DocumentTranslator:
         return [[next(sentences).cpu() for _ in document] for document in documents]
 
     def _flush(self, batch: List[Example], pending: List[Optional[int]]) -> Iterator[str]:
+        self.unknown.check()
         hypotheses = self.translate_examples(batch)
         for slot in pending:
             yield "" if slot is None else self.decode(hypotheses[slot])
@@ -193,7 +229,8 @@ def load(checkpoint: str, checkpoint_file: str = "checkpoint_best.pt", data: Opt
          spm_model: Optional[str] = None, cpu: bool = False, **generation) -> DocumentTranslator:
     """Load a checkpoint directory (or file). The dictionaries come from ``data`` if given, else
     from the checkpoint directory when it holds ``dict.*.txt``, else from the data directory
-    recorded in the checkpoint. ``generation``: beam, max_len_a, max_len_b, lenpen."""
+    recorded in the checkpoint. ``generation``: beam, max_len_a, max_len_b, lenpen (defaults 5, 0, 200, 1:
+    fairseq's length limit)."""
     models, _, task = load_models(checkpoint, ["context_translation"], "fairseq_ctx.context.hub.load",
                                   checkpoint_file=checkpoint_file, data=data, cpu=cpu)
     return DocumentTranslator(task, models, spm_model=spm_model, **generation)

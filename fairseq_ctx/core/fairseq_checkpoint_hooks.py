@@ -11,13 +11,19 @@ nothing runs per training step).
   ``--restore-file``) and that file is damaged, it says so and resumes from the newest
   complete checkpoint in ``--save-dir``, or stops naming the file and what to do when there is
   none. Every rank decides from the files alone, so data-parallel ranks agree.
+- Task settings: ``fairseq-generate`` and ``fairseq-interactive`` build the task from their
+  command line, then load ``--path`` into it. A task with ``adopt_checkpoint_settings(task_cfg,
+  path)`` is shown the checkpoint's task config first, before any model is built (the file is
+  still read once), so it can take the settings the model was trained with
+  (``context_translation``: ``--context-size``, ``--target-context-size``).
 """
 import contextlib
 import contextvars
+import inspect
 import logging
 import os
 import re
-from typing import Iterator, Optional
+from typing import Dict, Iterator, Optional
 
 from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
@@ -60,8 +66,30 @@ def _load_checkpoint_to_cpu(_original, path, arg_overrides=None, load_on_all_ran
 
 
 def _load_model_ensemble_and_task(original, filenames, *args, **kwargs):
+    call = inspect.signature(original).bind(filenames, *args, **kwargs)
+    call.apply_defaults()
+    options = call.arguments
     with loading_for("--path"):
-        return original(filenames, *args, **kwargs)
+        adopt = getattr(options["task"], "adopt_checkpoint_settings", None)
+        if adopt is not None and filenames:
+            path = checkpoint_utils.get_maybe_sharded_checkpoint_filename(
+                filenames[0], options["suffix"], 0, options["num_shards"])
+            state = options["state"]
+            if state is None:
+                state = checkpoint_utils.load_checkpoint_to_cpu(path, options["arg_overrides"])
+                if len(filenames) == 1 and options["num_shards"] == 1:
+                    options["state"] = state  # fairseq reads the file once
+            adopt(saved_task_config(state), path)
+        return original(**options)
+
+
+def saved_task_config(state: Dict):
+    """The task config a checkpoint was trained with (also of checkpoints that store ``args``)."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    if state.get("cfg") is not None:
+        return state["cfg"].task
+    return convert_namespace_to_omegaconf(state["args"]).task
 
 
 def _load_checkpoint(original, cfg, trainer, **passthrough_args):

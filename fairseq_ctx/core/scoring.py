@@ -6,7 +6,7 @@ BLEU, chrF and COMET are computed on detokenized text: hypotheses from the ``D-`
 ``fairseq-generate`` (``H-`` when there are none), references from ``T-`` lines or a plain
 file, sentencepiece pieces removed as ``fairseq-generate --post-process sentencepiece`` does.
 """
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from fairseq_ctx.core.generate_output import read_generate_lines, read_generate_output
 
@@ -124,13 +124,17 @@ def comet_score(sources: Sequence[str], hypotheses: Sequence[str], references: S
     return float(load_from_checkpoint(path).predict(data, batch_size=batch_size, gpus=0).system_score)
 
 
-def sacrebleu_metrics(tokenize: Optional[str] = None, references: Optional[Sequence[str]] = None) -> Tuple:
+def sacrebleu_metrics(tokenize: Optional[str] = None, references: Optional[Sequence[str]] = None,
+                      force: Optional[bool] = None) -> Tuple:
     """sacreBLEU's BLEU (``tokenize``: its tokenizer, None for its default 13a) and chrF, the two
-    metrics every score and every significance test here uses; with ``references``, cached in them."""
+    metrics every score and every significance test here uses; with ``references``, cached in them.
+    ``force`` (default: whether ``tokenize`` is chosen) turns off sacreBLEU's note that the text
+    looks tokenized: a deliberately chosen tokenizer is given the text it expects."""
     from sacrebleu.metrics import BLEU, CHRF
 
     refs = None if references is None else [list(references)]
-    return BLEU(tokenize=tokenize, references=refs), CHRF(references=refs)
+    force = tokenize is not None if force is None else force
+    return BLEU(tokenize=tokenize, references=refs, force=force), CHRF(references=refs)
 
 
 def translation_scores(hypotheses: Sequence[str], references: Sequence[str], sources: Optional[Sequence[str]] = None,
@@ -187,30 +191,66 @@ def paired_bootstrap(baseline: Sequence[str], systems: Dict[str, Sequence[str]],
             for row, name in enumerate(systems, start=1)}
 
 
-def context_accuracy(hyps: Dict[int, str], key_lines: List[str]) -> Tuple[float, int, int]:
-    """Share of the answer key's non-empty lines (``expected|alternative,alternative``) whose
-    hypothesis contains the expected word and none of the alternatives."""
-    correct = total = 0
+class ContextAccuracy(NamedTuple):
+    """Context-dependent sentences whose hypothesis has the expected word and none of the
+    alternatives: ``correct`` of ``total``; ``undetermined``: sentences of a previous-translation
+    rule whose previous hypothesis names none (or several) of the rule's words, left out of ``total``."""
+
+    accuracy: float
+    correct: int
+    total: int
+    undetermined: int = 0
+    rule: bool = False  # whether some key line judged by the previous translation
+
+
+def _expected_words(key: str, previous: Optional[str]) -> Optional[Tuple[str, List[str]]]:
+    """(expected word, alternatives) of a key line, or None when its rule cannot decide. A line
+    ``expected|alternatives|word=expected,word=expected`` (the ``target`` setting) expects the word
+    that goes with the rule's word found in the previous hypothesis."""
+    fields = key.split("|")
+    expected, alternatives = fields[0], [w for w in fields[1].split(",") if w]
+    if len(fields) < 3:
+        return expected, alternatives
+    rule = dict(item.split("=", 1) for item in fields[2].split(","))
+    found = [word for word in rule if previous is not None and word in previous.split()]
+    if len(found) != 1:
+        return None
+    chosen = rule[found[0]]
+    return chosen, [w for w in [expected, *alternatives] if w != chosen]
+
+
+def context_accuracy(hyps: Dict[int, str], key_lines: List[str]) -> ContextAccuracy:
+    """Share of the answer key's non-empty lines (``expected|alternative,alternative``, with an
+    optional third field ``word=expected,...`` judged by the previous hypothesis) whose hypothesis
+    contains the expected word and none of the alternatives."""
+    correct = total = undetermined = 0
+    rule = False
     for sent_id, key in enumerate(key_lines):
         key = key.strip()
         if not key or sent_id not in hyps:
             continue
-        expected, alternatives = key.split("|")
+        rule = rule or key.count("|") >= 2
+        expected_words = _expected_words(key, hyps.get(sent_id - 1))
+        if expected_words is None:
+            undetermined += 1
+            continue
+        expected, alternatives = expected_words
         words = set(hyps[sent_id].split())
         total += 1
-        correct += expected in words and not words.intersection(alternatives.split(","))
-    return (correct / total if total else 0.0), correct, total
+        correct += expected in words and not words.intersection(alternatives)
+    return ContextAccuracy(correct / total if total else 0.0, correct, total, undetermined, rule)
 
 
-def score(generate_output: str, context_key: str) -> Dict[str, float]:
-    """BLEU (sacreBLEU on the ``H-`` / ``T-`` lines as they are) and context accuracy."""
-    import sacrebleu
-
+def score(generate_output: str, context_key: str, tokenize: Optional[str] = None) -> Dict:
+    """sacreBLEU's BLEU of the ``H-`` lines against the ``T-`` lines as they are (tokenized text, as
+    the generated corpus is: sacreBLEU's detokenization note is off), with its signature, and the
+    context accuracy of the answer key."""
     hyps, refs = read_generate_output(generate_output)
     if not hyps:
         raise ValueError(f"{generate_output} has no H- lines; is it fairseq-generate output?")
     ids = sorted(hyps)
-    bleu = sacrebleu.corpus_bleu([hyps[i] for i in ids], [[refs.get(i, "") for i in ids]])
+    bleu, _ = sacrebleu_metrics(tokenize, force=True)
+    bleu_score = bleu.corpus_score([hyps[i] for i in ids], [[refs.get(i, "") for i in ids]])
     with open(context_key, encoding="utf-8") as handle:
         key_lines = handle.read().splitlines()
     if len(ids) != len(key_lines) or max(ids) >= len(key_lines):
@@ -218,6 +258,11 @@ def score(generate_output: str, context_key: str) -> Dict[str, float]:
             f"{generate_output} has {len(ids)} hypotheses but {context_key} has {len(key_lines)} lines; "
             f"translate the whole split (fairseq-generate --required-batch-size-multiple 1 keeps every sentence)"
         )
-    accuracy, correct, total = context_accuracy(hyps, key_lines)
-    return {"bleu": bleu.score, "context_accuracy": accuracy, "context_correct": correct,
-            "context_total": total, "sentences": len(ids)}
+    accuracy = context_accuracy(hyps, key_lines)
+    signature = str(bleu.get_signature())
+    return {"bleu": bleu_score.score, "bleu_signature": signature,
+            "bleu_line": bleu_score.format(signature=signature), "context_accuracy": accuracy.accuracy,
+            "context_correct": accuracy.correct, "context_total": accuracy.total,
+            "context_undetermined": accuracy.undetermined,
+            "context_rule": "previous translation" if accuracy.rule else "reference",
+            "sentences": len(ids)}

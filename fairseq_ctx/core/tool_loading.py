@@ -12,13 +12,22 @@ DEFAULT_CHECKPOINT_FILE = "checkpoint_best.pt"
 
 
 def resolve_checkpoint(path: str, checkpoint_file: str = DEFAULT_CHECKPOINT_FILE) -> str:
-    """``path`` itself when it is a file, else ``path/checkpoint_file``."""
+    """``path`` itself when it is a file, else ``path/checkpoint_file``; a FileNotFoundError of one
+    line naming the checkpoints the directory does hold and ``--checkpoint-file``."""
     if os.path.isfile(path):
         return path
     candidate = os.path.join(path, checkpoint_file)
-    if not os.path.isfile(candidate):
-        raise FileNotFoundError(f"no checkpoint {candidate}; pass a checkpoint file or a directory holding {checkpoint_file}")
-    return candidate
+    if os.path.isfile(candidate):
+        return candidate
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"no checkpoint {candidate}: {path} is neither a checkpoint file nor a directory")
+    held = sorted(name for name in os.listdir(path) if name.endswith(".pt"))
+    if not held:
+        raise FileNotFoundError(f"no checkpoint {candidate}: {path} holds no .pt file; pass a checkpoint file or the "
+                                f"--save-dir of a training run")
+    raise FileNotFoundError(f"no checkpoint {candidate}: {path} holds {', '.join(held)}; pass --checkpoint-file "
+                            f"{held[0] if 'checkpoint_last.pt' not in held else 'checkpoint_last.pt'} "
+                            f"(checkpoint_file= in Python) or a checkpoint file")
 
 
 def load_models(checkpoint: str, tasks: Optional[Sequence[str]], purpose: str,

@@ -1,7 +1,8 @@
 """Embedding text with a trained ``multilingual_embedding`` model (Li 2021 ch. 4): one float32 row
 per line, batched by token count, streamed into a memory-mapped ``.npy`` so that memory stays
 constant in the number of lines (the file is read in chunks, each chunk sorted by length).
-Output order = input order."""
+Output order = input order. Input that is mostly ``<unk>`` (another script, or --spm left out) is
+warned about, naming the file."""
 import itertools
 from typing import Iterator, List, Optional
 
@@ -12,6 +13,7 @@ from fairseq.data import data_utils
 from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 from fairseq_ctx.core.tool_loading import DEFAULT_CHECKPOINT_FILE, load_models
+from fairseq_ctx.core.unknown_tokens import UnknownTokenCheck
 
 
 def token_batches(lengths: List[int], max_tokens: int) -> Iterator[List[int]]:
@@ -61,8 +63,14 @@ class Embedder:
             src, lengths = src.cuda(), lengths.cuda()
         return self.model.embed(src, lengths).float().cpu()
 
-    def embed_lines(self, lines: List[str], max_tokens: int) -> np.ndarray:
+    def embed_lines(self, lines: List[str], max_tokens: int, unknown: Optional[UnknownTokenCheck] = None) -> np.ndarray:
+        """One row per line; ``unknown`` counts the lines' tokens (without the tag) and warns, before
+        embedding, when they are mostly ``<unk>``."""
         tokens = [self.encode(line) for line in lines]
+        if unknown is not None:
+            for line_tokens in tokens:
+                unknown.add(line_tokens[1:])
+            unknown.check()
         rows = np.zeros((len(lines), self.dim), dtype=np.float32)
         for batch in token_batches([t.numel() for t in tokens], max_tokens):
             rows[batch] = self.embed_tokens([tokens[i] for i in batch]).numpy()
@@ -73,9 +81,19 @@ class Embedder:
         return int(self.embed_tokens([self.encode("")]).shape[-1])
 
 
+def unknown_tokens_fix(embedder: Embedder) -> str:
+    if embedder.spm is None:
+        return ("pass the sentencepiece model the training data was segmented with (--spm MODEL), or text tokenized "
+                "as the training data was")
+    return "the text is in another language or script than the model was trained on for this --lang"
+
+
 def embed_file(embedder: Embedder, input_path: str, output_path: str, max_tokens: int, chunk_lines: int) -> int:
+    """Embed every line of ``input_path`` into the .npy ``output_path``; returns the line count.
+    A warning names the input when its first chunk is mostly ``<unk>``."""
     with open(input_path, encoding="utf-8") as handle:
         total = sum(1 for _ in handle)
+    unknown = UnknownTokenCheck(embedder.task.source_dictionary, input_path, unknown_tokens_fix(embedder))
     out = np.lib.format.open_memmap(output_path, mode="w+", dtype=np.float32, shape=(total, embedder.dim))
     start = 0
     with open(input_path, encoding="utf-8") as handle, progress(total=total, desc="embed", unit="line") as bar:
@@ -83,7 +101,7 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, max_tokens
             chunk = list(itertools.islice(handle, chunk_lines))
             if not chunk:
                 break
-            out[start:start + len(chunk)] = embedder.embed_lines(chunk, max_tokens)
+            out[start:start + len(chunk)] = embedder.embed_lines(chunk, max_tokens, unknown)
             start += len(chunk)
             bar.update(len(chunk))
     out.flush()

@@ -5,6 +5,8 @@ from typing import List, Optional
 
 import numpy as np
 
+from fairseq_ctx.core.plots import PLOTS_INSTALL, pyplot
+
 logger = logging.getLogger(__name__)
 
 MARKERS = "os^vD<>P*X"
@@ -17,7 +19,7 @@ def project(points: np.ndarray, method: str, seed: int) -> np.ndarray:
         try:
             from sklearn.manifold import TSNE
         except ImportError:
-            logger.warning("t-SNE needs scikit-learn (pip install -e '.[plots]'); drawing PCA instead")
+            logger.warning("t-SNE needs scikit-learn (%s); drawing PCA instead", PLOTS_INSTALL)
             method = "pca"
         else:
             perplexity = float(min(30, max(2, (len(points) - 1) // 3)))
@@ -29,11 +31,7 @@ def project(points: np.ndarray, method: str, seed: int) -> np.ndarray:
 
 def plot(groups: List[str], arrays: List[np.ndarray], output: str, labels: Optional[List[str]] = None,
          method: str = "tsne", seed: int = 1, title: str = "") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     xy = project(np.concatenate(arrays).astype(np.float32), method, seed)
     fig, ax = plt.subplots(figsize=(7, 6))
     start = 0

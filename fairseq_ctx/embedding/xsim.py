@@ -11,14 +11,17 @@ The retrieved row is chosen among the k nearest targets of x, NN_k(x), by one of
 
 with m(x, y) = (mean of cos(x, z) over z in NN_k(x) + mean of cos(y, z) over z in NN_k(y)) / 2,
 NN_k(y) being y's k nearest *source* rows (Artetxe & Schwenk, 2019, margin-based scoring).
-Among candidates of equal score (to float32 rounding, :data:`TIE_TOLERANCE`) the lowest row is
-retrieved. A retrieval is wrong when it is not the aligned row (index error), or, given the text of the
+A retrieval is wrong when it is not the aligned row (index error), or, given the text of the
 retrieved side, when its text differs from the aligned row's text (textual error: a test set
 with duplicate sentences has several right answers).
 
-Nearest neighbours come from faiss (``IndexFlatIP``, as in LASER) when it is importable, else
-from an exact numpy search that selects and orders ties as faiss does, so both give the same
-retrievals.
+The steps are those of LASER's ``source/xsim.py``, so that with faiss the retrievals, and the
+error counts, are LASER's: rows normalised by faiss's ``normalize_L2``, neighbours from faiss's
+``IndexFlatIP`` (a search for the single nearest row for ``absolute``, for the k nearest for the
+margins), the margin computed in LASER's precision, and the first best candidate in faiss's
+order retrieved (numpy's argmax). Without faiss an exact numpy search stands in for it, keeping
+and ordering equal similarities as faiss does; its cosines may differ from faiss's in the last
+float32 bit, so a near-tie can go the other way.
 """
 import logging
 from dataclasses import dataclass
@@ -32,9 +35,9 @@ MARGINS = ("absolute", "ratio", "distance")
 DIRECTIONS = ("src2tgt", "tgt2src")
 SEARCHES = ("auto", "faiss", "exact")
 BLOCK_ELEMENTS = 1 << 22
-TIE_TOLERANCE = 1e-5
-"""Margin scores this close (relative to the best, absolute below 1) are ties: float32 cosines carry
-rounding of about 1e-7 that differs between faiss and numpy; true differences this small are noise."""
+MARGIN_TYPE = type(np.float32(1) / 2)
+"""The type numpy gives LASER's margin arithmetic on float32 scalars, ``a / ((A_x + A_y) / 2)``:
+float32 under numpy >= 2 (NEP 50), float64 before."""
 
 
 class Neighbours(NamedTuple):
@@ -84,10 +87,14 @@ def resolve_search(search: str) -> str:
     return search
 
 
-def normalise(embeddings: np.ndarray) -> np.ndarray:
-    """A float32 copy with every row scaled to unit L2 norm."""
+def normalise(embeddings: np.ndarray, search: str = "exact") -> np.ndarray:
+    """A float32 copy with every row scaled to unit L2 norm: by faiss's ``normalize_L2`` (as
+    LASER normalises) when ``search`` resolves to faiss, else by numpy."""
     rows = np.array(embeddings, dtype=np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    if resolve_search(search) == "faiss":
+        _import_faiss().normalize_L2(rows)
+    else:
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     return rows
 
 
@@ -132,25 +139,24 @@ def _exact_search(queries: np.ndarray, keys: np.ndarray, k: int) -> Neighbours:
 
 
 def best_candidates(forward: Neighbours, backward: Neighbours, margin: str) -> np.ndarray:
-    """The retrieved key row of every query: the highest-scoring of its k nearest keys, the lowest
-    row among equals.
+    """The retrieved key row of every query, as LASER's ``_score_knn`` retrieves it.
 
-    ``forward``: the queries' nearest keys; ``backward``: the keys' nearest queries (for the
-    margins' second mean). Scores within :data:`TIE_TOLERANCE` of the best are equal: faiss, numpy
-    and the CPU's BLAS round a cosine differently in its last float32 bit (even for two copies of
-    one row), and that must not decide between two equally good rows.
+    ``absolute``: the first neighbour of ``forward`` (LASER searches the single nearest key for it).
+    The margins: ``forward`` holds the queries' k nearest keys, ``backward`` the keys' k nearest
+    queries (for the second mean); the score of every candidate is computed in LASER's precision
+    (float32 means and sum, then :data:`MARGIN_TYPE`) and the first best candidate in the listed
+    (faiss's) order is retrieved.
     """
     if margin not in MARGINS:
         raise ValueError(f"margin must be one of {', '.join(MARGINS)}, got '{margin}'")
-    scores = forward.similarities.astype(np.float64)
-    if margin != "absolute":
-        query_mean = scores.mean(axis=1)
-        key_mean = backward.similarities.astype(np.float64).mean(axis=1)
-        denominator = (query_mean[:, None] + key_mean[forward.indices]) / 2
-        scores = scores / denominator if margin == "ratio" else scores - denominator
-    best = scores.max(axis=1, keepdims=True)
-    tied = scores >= best - TIE_TOLERANCE * np.maximum(np.abs(best), 1.0)
-    return np.where(tied, forward.indices, np.iinfo(np.int64).max).min(axis=1)
+    if margin == "absolute":
+        return forward.indices[:, 0]
+    query_mean = forward.similarities.mean(axis=1)
+    key_mean = backward.similarities.mean(axis=1)
+    denominator = (query_mean[:, None] + key_mean[forward.indices]).astype(MARGIN_TYPE) / 2
+    similarities = forward.similarities.astype(MARGIN_TYPE)
+    scores = similarities / denominator if margin == "ratio" else similarities - denominator
+    return forward.indices[np.arange(len(scores)), scores.argmax(axis=1)]
 
 
 def count_errors(retrieved: np.ndarray, texts: Optional[Sequence[str]] = None) -> RetrievalError:
@@ -188,18 +194,19 @@ def xsim(src: np.ndarray, tgt: np.ndarray, margins: Sequence[str] = MARGINS, k: 
         if texts is not None and len(texts) != rows:
             raise EmbeddingFileError(f"the {side} text has {len(texts)} lines but {name} has {rows} rows; give the "
                                      f"text that was embedded, one line per row")
-    search_k = 1
-    if any(margin != "absolute" for margin in margins):
-        if not 1 <= k < rows:
-            raise EmbeddingFileError(f"--k {k} nearest neighbours needs 1 <= k < rows, but {src_name} and {tgt_name} "
-                                     f"have {rows} rows; lower --k or use more sentences")
-        search_k = k
-    x, y = normalise(src), normalise(tgt)
-    x2y = nearest_neighbours(x, y, search_k, search)
-    y2x = nearest_neighbours(y, x, search_k, search)
-    return {margin: {"src2tgt": count_errors(best_candidates(x2y, y2x, margin), tgt_texts),
-                     "tgt2src": count_errors(best_candidates(y2x, x2y, margin), src_texts)}
-            for margin in margins}
+    if any(margin != "absolute" for margin in margins) and not 1 <= k < rows:
+        raise EmbeddingFileError(f"--k {k} nearest neighbours needs 1 <= k < rows, but {src_name} and {tgt_name} "
+                                 f"have {rows} rows; lower --k or use more sentences")
+    x, y = normalise(src, search), normalise(tgt, search)
+    searches = {}  # neighbours per k: 1 for absolute, k for the margins, as LASER searches them
+    for size in sorted({1 if margin == "absolute" else k for margin in margins}):
+        searches[size] = nearest_neighbours(x, y, size, search), nearest_neighbours(y, x, size, search)
+    result = {}
+    for margin in margins:
+        x2y, y2x = searches[1 if margin == "absolute" else k]
+        result[margin] = {"src2tgt": count_errors(best_candidates(x2y, y2x, margin), tgt_texts),
+                          "tgt2src": count_errors(best_candidates(y2x, x2y, margin), src_texts)}
+    return result
 
 
 def read_aligned_text(path: str, embeddings_name: str, rows: int) -> List[str]:

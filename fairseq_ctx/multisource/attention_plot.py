@@ -13,6 +13,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
+from fairseq_ctx.core.plots import pyplot
+
 QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
             "serial": "context-vector norm share", "parallel": "context-vector norm share",
             "concat": "uniform (context vectors concatenated)"}
@@ -36,11 +38,7 @@ def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
 
 
 def plot(records: List[Dict], inputs: List[str], title: str, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     label_width = 0.09 * max(len(token) for r in records for token in r["target"])
     height = 0.35 * max(len(r["target"]) for r in records) + 2
     fig, axes = plt.subplots(1, len(records), figsize=(len(records) * (0.7 * len(inputs) + label_width + 0.6) + 1, height),

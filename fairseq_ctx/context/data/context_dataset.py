@@ -69,6 +69,7 @@ class ContextTranslationDataset(LanguagePairWrapper):
         self.pad_index = pair.src_dict.pad()
         self.eos_index = pair.src_dict.eos()
         self.positions = document_positions(doc_codes)
+        self.documents = int(np.count_nonzero(self.positions == 0))
         self.later_in_document = _later_in_document(doc_codes, self.positions)
         self.num_context = np.minimum(self.positions, context_size)
         self.document_window = document_window

@@ -22,7 +22,10 @@ target sentence can (``--target-context-size 1``).
 
 The source pronoun is always "it", so a sentence-level model can guess the target pronoun
 only at chance (three genders, balanced: 1/3). Every pronoun sentence is listed in the
-answer key (``{split}.ctxkey``: ``expected|alternative,alternative`` or an empty line).
+answer key (``{split}.ctxkey``: ``expected|alternative,alternative`` or an empty line). In the
+``target`` setting the expected pronoun is the one that agrees with the synonym the previous
+translation chose, so the key line adds the rule, ``er|sie,es|wagen=er,karre=sie``: the
+reference chose "wagen"; a translation whose previous sentence says "karre" must say "sie".
 """
 import os
 import random
@@ -87,9 +90,9 @@ class DocumentGenerator:
             tgt = f"{NOMINATIVE[gender]} {tgt_noun} {verb_tgt} ."
         return (src, tgt, ""), gender
 
-    def synonym_intro(self) -> Tuple[str, Dict[str, str]]:
-        """A sentence about a noun of ``SYNONYMS``: its source and its translation with each
-        synonym, keyed by gender."""
+    def synonym_intro(self) -> Tuple[str, Dict[str, str], Dict[str, str]]:
+        """A sentence about a noun of ``SYNONYMS``: its source, its translation with each synonym
+        and the synonyms themselves, both keyed by gender."""
         src_noun, *targets = self.rng.choice(SYNONYMS)
         adj_src, adj_tgt = self.rng.choice(ADJECTIVES)
         verb_src, verb_tgt = self.rng.choice(VERBS)
@@ -99,7 +102,7 @@ class DocumentGenerator:
         for gender, tgt_noun in zip(SYNONYM_GENDERS, targets):
             words = [NOMINATIVE[gender], *([adj_tgt] if with_adjective else []), tgt_noun, verb_tgt, "."]
             translations[gender] = " ".join(words)
-        return src, translations
+        return src, translations, dict(zip(SYNONYM_GENDERS, targets))
 
     def pronoun(self, gender: str) -> Sentence:
         pron = PRONOUN[gender]
@@ -157,9 +160,11 @@ class DocumentGenerator:
             return [self.transitive()]
         if kind == "filler":
             return [self.filler()]
-        src, translations = self.synonym_intro()
+        src, translations, synonyms = self.synonym_intro()
         gender = self.rng.choice(SYNONYM_GENDERS)
-        return [(src, translations[gender], ""), self.pronoun(gender)]
+        source, target, key = self.pronoun(gender)
+        rule = ",".join(f"{synonyms[g]}={PRONOUN[g]}" for g in SYNONYM_GENDERS)
+        return [(src, translations[gender], ""), (source, target, f"{key}|{rule}")]
 
     def document(self) -> List[Sentence]:
         sentences: List[Sentence] = []

@@ -29,7 +29,7 @@ def anaphora_blocks(num_blocks: int, seed: int) -> Dict[str, Dict]:
     generator = DocumentGenerator(seed * 1000 + TARGET_CONTRASTIVE_SEED_OFFSET, setting="target")
     blocks = {}
     for number in range(1, num_blocks + 1):
-        previous_source, translations = generator.synonym_intro()
+        previous_source, translations, _ = generator.synonym_intro()
         source, target, _ = generator.pronoun(generator.rng.choice(SYNONYM_GENDERS))
         pairs: List[Dict] = []
         for gender in SYNONYM_GENDERS:
