@@ -86,7 +86,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 
 import fairseq_ctx  # noqa: E402
 from fairseq_ctx.context.data.prepare_docs import prepare  # noqa: E402
-from fairseq_ctx.context.data.synthetic_corpus import DocumentGenerator  # noqa: E402
+from fairseq_ctx.context.demo.synthetic_corpus import DocumentGenerator  # noqa: E402
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 SRC, TGT = "en", "de"

@@ -39,6 +39,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+REPOSITORY = str(Path(__file__).resolve().parent.parent)
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
 for _name in ("fairseq", "fairseq_cli", "fairseq_ctx", "hydra"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 warnings.filterwarnings("ignore")
@@ -52,11 +55,11 @@ from fairseq.trainer import Trainer  # noqa: E402
 import fairseq_ctx  # noqa: E402
 from context_speed import build_data as build_context_data  # noqa: E402
 from embedding_speed import join_lines  # noqa: E402
-from fairseq_ctx.core.machine_facts import this_machine  # noqa: E402
+from devtools.machine_facts import this_machine  # noqa: E402
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
-from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
-from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
-from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
+from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
+from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 CLOCKS: Dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}

@@ -36,9 +36,9 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
-from fairseq_ctx.embedding.embedder import Embedder, embed_file
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
-from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.embedding.embedder import Embedder, embed_file
 
 PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
 LANGS = ["pa", "pb", "xa"]

@@ -7,7 +7,7 @@ Everything runs in this process through the stock entry points (``fairseq_cli.tr
 the hub) on corpora generated under ``--work``, where each run's log is kept (``WORK/logs``).
 
 1. Training. Every arch fairseq_ctx registers (``arch_matrix.plugin_archs()``) trains 50 updates
-   with the tiny sizes and task options of ``fairseq_ctx/core/arch_matrix.py`` (the test suite's
+   with the tiny sizes and task options of ``devtools/arch_matrix.py`` (the test suite's
    production matrix) in float32, with ``--fp16`` and with ``--amp``, from the same seed. The
    per-update losses come from the ``--log-format json --log-interval 1`` log. With W = updates / 5
    (10 of 50), a run passes when
@@ -64,20 +64,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import torch
+REPOSITORY = str(Path(__file__).resolve().parents[1])  # holds devtools, the helpers of the scripts and tests
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
 
-from device_watch import DeviceWatch
-from in_process_tools import ToolFailed, quiet_console, run_tool, tool_session
-from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
-from fairseq_ctx.core.arch_matrix import (
+import torch  # noqa: E402
+
+from device_watch import DeviceWatch  # noqa: E402
+from devtools.arch_matrix import (  # noqa: E402
     EMBEDDING_PAIRS, TASK_FIXTURES, TINY_MODEL, USER_DIR, per_update, plugin_archs, task_of, train_args,
 )
-from fairseq_ctx.core.machine_facts import this_machine
-from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
-from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
-from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus
-from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes
+from devtools.machine_facts import this_machine  # noqa: E402
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
+from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
+from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
+from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
+from in_process_tools import ToolFailed, quiet_console, run_tool, tool_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ("training", "decoding", "timing")
@@ -238,7 +242,7 @@ def check_training(archs: Sequence[str], plan: Plan, work: Path, corpora: Corpor
         if task not in TASK_FIXTURES:
             rows.append(TrainingRow(arch, "—", updates, problems=[
                 f"its task {task} has no tiny data fixture: add one to TASK_FIXTURES (and its model class to "
-                f"model_tasks()) in fairseq_ctx/core/arch_matrix.py"]))
+                f"model_tasks()) in devtools/arch_matrix.py"]))
             continue
         reference = None
         for precision in plan.precisions:

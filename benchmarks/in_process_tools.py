@@ -13,7 +13,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from fairseq_ctx.core.tool_logging import QUIET_LIBRARIES, restored_logging
+from fairseq_ctx.cli.tool_logging import QUIET_LIBRARIES, restored_logging
 
 LOGGED_LIBRARIES = ("fairseq", "fairseq_cli", "fairseq_ctx")  # at INFO into each tool's log file
 # console script -> (module, function, whether it reads sys.argv instead of an argv parameter)

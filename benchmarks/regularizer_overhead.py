@@ -34,8 +34,8 @@ from fairseq import options, tasks  # noqa: E402
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 
 import fairseq_ctx  # noqa: E402
-from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus  # noqa: E402
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes  # noqa: E402
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 MODEL = ["--encoder-embed-dim", "256", "--decoder-embed-dim", "256", "--encoder-ffn-embed-dim", "1024",

@@ -43,16 +43,19 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+REPOSITORY = str(Path(__file__).resolve().parents[1])  # holds devtools, the helpers of the scripts and tests
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
 import context_speed as speed  # noqa: E402  (silences the libraries' logging and warnings first)
 
 import torch  # noqa: E402
 from fairseq import optim, options, tasks  # noqa: E402
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 
+from devtools.machine_facts import this_machine  # noqa: E402
 from fairseq_ctx.context import hub  # noqa: E402
-from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus  # noqa: E402
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes  # noqa: E402
-from fairseq_ctx.core.machine_facts import this_machine  # noqa: E402
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
 
 TINY = speed.ModelSize(embed=64, ffn=128, heads=4, layers=2)
 SIZES = {"tiny": TINY, **speed.SIZES}

@@ -11,12 +11,12 @@ import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+from devtools.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
 import fairseq_ctx
-from fairseq_ctx.core.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
-from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
-from fairseq_ctx.multisource.data.multimodal_binarize import binarize_multimodal_corpus
-from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
+from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 
@@ -78,7 +78,7 @@ def batch_of(task, split: str, indices: List[int]):
 def multilingual_data(tmp_path_factory) -> Path:
     """Three generated languages (xa → pivots pa, pb; pa ↔ pb), about 400 training sentences."""
     from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
-    from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+    from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 
     root = tmp_path_factory.mktemp("multilingual")
     write_multilingual_corpus(str(root / "raw"), MultilingualSizes(100, 10, 20), seed=3)
@@ -96,7 +96,19 @@ def run_fairseq_cli(cli_main, args: Sequence[str]) -> None:
         sys.argv = saved
 
 
-BASELINE_ARCHS = ["ctx_concat", "dat", "han", "dct"]
+def context_baseline_archs() -> List[str]:
+    """Every registered context_translation arch but hce/hmce: the baselines (ctx_concat, dat, dct,
+    han, and one added later without editing this file)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+
+    from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
+    from fairseq_ctx.context.models.hmce import HierarchicalContextTransformer
+
+    return sorted(arch for arch, cls in ARCH_MODEL_REGISTRY.items() if arch not in MODEL_REGISTRY
+                  and issubclass(cls, ContextTransformerModel) and not issubclass(cls, HierarchicalContextTransformer))
+
+
+BASELINE_ARCHS = context_baseline_archs()
 
 
 @pytest.fixture(scope="session")
@@ -154,9 +166,9 @@ def build_multimodal(data_dir: Path, arch: str = "hierarchical_attention_decoder
 
 @pytest.fixture(autouse=True)
 def restore_library_log_levels():
-    """A tool run in-process sets the libraries' loggers to WARNING (core.tool_logging); a later
+    """A tool run in-process sets the libraries' loggers to WARNING (cli.tool_logging); a later
     test reading fairseq's INFO lines with caplog needs them as they were."""
-    from fairseq_ctx.core.tool_logging import restored_logging
+    from fairseq_ctx.cli.tool_logging import restored_logging
 
     with restored_logging():
         yield

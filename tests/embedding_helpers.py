@@ -9,7 +9,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from conftest import EMBEDDING_PAIRS, USER_DIR
-from fairseq_ctx.core.arch_matrix import EMBEDDING_SIZES, TINY_TRANSFORMER  # noqa: F401  (used by the tests)
+from devtools.arch_matrix import EMBEDDING_SIZES, TINY_TRANSFORMER  # noqa: F401  (used by the tests)
 
 ARCHS = EMBEDDING_SIZES
 

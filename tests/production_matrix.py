@@ -1,5 +1,5 @@
 """The production-training matrix as pytest parameters: every arch that fairseq_ctx registers with
-its task, tiny data fixture and sizes (fairseq_ctx.core.arch_matrix), and helpers that run stock
+its task, tiny data fixture and sizes (devtools.arch_matrix), and helpers that run stock
 fairseq-train. Archs of a task without a fixture are skipped with a reason naming what to add."""
 import socket
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 from conftest import tool
-from fairseq_ctx.core.arch_matrix import (  # noqa: F401  (the matrix itself, used by the tests)
+from devtools.arch_matrix import (  # noqa: F401  (the matrix itself, used by the tests)
     TASK_FIXTURES, TINY_RNN, per_update, plugin_archs, task_of, train_args,
 )
 
@@ -26,12 +26,12 @@ def arch_params(default_archs: Sequence[str], slow_marker) -> list:
         if task is None:
             cls = ARCH_MODEL_REGISTRY[arch]
             marks.append(pytest.mark.skip(reason=(
-                f"arch {arch} ({cls.__module__}.{cls.__name__}) belongs to no known task: add its model class "
-                "to model_tasks() (or a task_name attribute) in fairseq_ctx/core/arch_matrix.py")))
+                f"arch {arch} ({cls.__module__}.{cls.__name__}) belongs to no known task: give its model class "
+                "a task_name attribute (the task it is trained with)")))
         elif task not in TASK_FIXTURES:
             marks.append(pytest.mark.skip(reason=(
                 f"arch {arch} belongs to task {task}, which has no tiny data fixture: add one to "
-                "TASK_FIXTURES in fairseq_ctx/core/arch_matrix.py")))
+                "TASK_FIXTURES in devtools/arch_matrix.py")))
         params.append(pytest.param(task, arch, marks=marks, id=f"{task}-{arch}"))
     return params
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import USER_DIR
+from devtools.arch_matrix import plugin_archs
 from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args
-from fairseq_ctx.core.arch_matrix import plugin_archs
 from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 from fairseq_ctx.core.tool_loading import resolve_checkpoint

@@ -5,12 +5,12 @@ import pytest
 from conftest import run_tool
 
 from fairseq_ctx.context import hub
+from fairseq_ctx.context.contrastive.evaluation import evaluate
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.plain import read_contrastive_set
-from fairseq_ctx.context.contrastive.scoring import evaluate
 from fairseq_ctx.context.cxmi import cxmi
+from fairseq_ctx.context.demo.contrastive_set import contrastive_examples
 from fairseq_ctx.context.subset_bleu import subset_bleu
-from fairseq_ctx.context.data.contrastive_set import contrastive_examples
 
 DOCS = [["the old cat sleeps .", "it is quiet .", "then we sang ."], ["the dog waits here .", "it moves again ."]]
 

@@ -13,10 +13,10 @@ from fairseq_ctx.cli.contrastive import main as contrastive_tool
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.contrapro import read_contrapro
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
+from fairseq_ctx.context.contrastive.evaluation import evaluate, format_report, summarize
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.formats import read_set
 from fairseq_ctx.context.contrastive.scat import read_scat
-from fairseq_ctx.context.contrastive.scoring import evaluate, format_report, summarize
 from fairseq_ctx.context.contrastive.voita import read_voita
 
 

@@ -49,7 +49,7 @@ def test_readme_user_dir_line_prints_the_package(tmp_path):
     line = next(line for line in block.splitlines() if line.startswith("fairseq-ctx-user-dir"))
     result = run_block(line, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (Path(result.stdout.strip()) / "context" / "task.py").is_file()
+    assert (Path(result.stdout.strip()) / "context" / "__init__.py").is_file()
 
 
 def test_context_data_preparation_block_runs(tmp_path):

@@ -4,6 +4,7 @@ import torch
 
 from conftest import batch_of, build
 from fairseq_ctx.analysis.model_hooks import ModelHooks
+from fairseq_ctx.context.data.context_batch import ContextInputs
 from fairseq_ctx.core.length_chunks import length_chunks
 
 ARCH_VARIANTS = [
@@ -174,9 +175,7 @@ def test_document_vector_summarises_previous_sentences_of_the_document(tiny_data
         for sentence, context_id in zip(got, expected):
             assert torch.equal(sentence, dataset.pair.src[context_id])
     model.eval()
-    slots, empty = model.encoder.context_slots(
-        sample["net_input"]["src_tokens"], tokens, sample["net_input"]["context_index"], None, None, document_index,
-    )
+    slots, empty = model.encoder.context_slots(sample["net_input"]["src_tokens"], ContextInputs.of(sample["net_input"]), None)
     assert slots.size(0) == 3 and torch.equal(empty[:, 2], document_index.lt(0).all(dim=1))
     criterion = task.build_criterion(cfg.criterion)
     model.train()

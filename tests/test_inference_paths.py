@@ -12,8 +12,8 @@ from fairseq.utils import strip_pad
 
 from conftest import TINY_MODEL, USER_DIR, run_fairseq_cli
 from fairseq_ctx.context import hub
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
 from fairseq_ctx.context.interactive import ContextUnavailableError, InteractiveDocuments
+from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
 from fairseq_ctx.embedding.laser_bilstm import LaserModel
 from fairseq_ctx.embedding.tmde import TransformerMDE
 from fairseq_ctx.multisource.transformer import MultiSourceTransformer

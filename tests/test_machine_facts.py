@@ -3,7 +3,7 @@ import os
 
 import torch
 
-from fairseq_ctx.core.machine_facts import MachineFacts, this_machine
+from devtools.machine_facts import MachineFacts, this_machine
 
 
 def test_this_machine_names_the_cores_threads_and_no_gpu_on_a_cpu_machine():

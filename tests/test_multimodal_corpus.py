@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fairseq_ctx.cli import make_multimodal_corpus
-from fairseq_ctx.multisource.data.multimodal_corpus import (
+from fairseq_ctx.multisource.demo.multimodal_corpus import (
     AMBIGUOUS, SENSES, MultimodalCorpusSizes, image_names, write_multimodal_corpus,
 )
 

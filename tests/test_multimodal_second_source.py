@@ -6,7 +6,7 @@ from fairseq.data import indexed_dataset
 
 from conftest import build_multimodal
 from fairseq_ctx.multisource.adversarial import shuffle_text
-from fairseq_ctx.multisource.task import MultimodalTranslationTask
+from fairseq_ctx.multisource.multimodal_translation_task import MultimodalTranslationTask
 
 FR_ONLY = ("--extra-source-langs", "fr", "--extra-source-dict", "own")
 

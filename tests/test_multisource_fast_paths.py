@@ -9,7 +9,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from conftest import build_multimodal
 from fairseq_ctx.multisource.transformer_layers import MultiSourceEncoder
 from fairseq_ctx.multisource.modules import multi_input_attention
-from fairseq_ctx.core.factored_attention import factored_attention, factored_attention_is_cheaper
+from fairseq_ctx.multisource.modules.factored_attention import factored_attention, factored_attention_is_cheaper
 from fairseq_ctx.multisource.modules.multi_input_attention import COMBINATIONS, MultiInputAttention
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_ctx.embedding.data.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 
 RECIPE = Path(__file__).resolve().parents[1] / "examples" / "embedding" / "multi30k_embedding.py"
 # Generated languages standing in for Multi30k's: the pivots pa, pb play en, de.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_ctx.core.train_log import validation_curve
+from devtools.train_log import validation_curve
 
 RECIPE_DIR = Path(__file__).resolve().parent.parent / "examples" / "multimodal_mt"
 # en word -> (de, fr, cs)

@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
-from fairseq_ctx.context.data.synthetic_corpus import (NOUNS, PRONOUN, SYNONYMS, CorpusSizes, DocumentGenerator,
-                                                      write_corpus)
-from fairseq_ctx.context.data.target_contrastive_set import write_target_anaphora
+from fairseq_ctx.context.demo.synthetic_corpus import PRONOUN, SYNONYMS, CorpusSizes, DocumentGenerator, write_corpus
+from fairseq_ctx.context.demo.target_contrastive_set import write_target_anaphora
+from fairseq_ctx.core.demo_vocabulary import NOUNS
 
 TARGET_GENDER = {tgt: gender for gender, pairs in NOUNS.items() for _, tgt in pairs}
 SUBJECT_ARTICLES = {"der", "die", "das"}

@@ -10,10 +10,10 @@ from fairseq import tasks
 from fairseq.data import Dictionary
 
 from conftest import build, parse_cfg
+from fairseq_ctx.context.context_translation_task import ContextTranslationConfig, ContextTranslationTask
 from fairseq_ctx.context.data.context_examples import Example
 from fairseq_ctx.context.data.docids import DocumentIdError, read_docids
 from fairseq_ctx.context.interactive import InteractiveDocuments
-from fairseq_ctx.context.task import ContextTranslationConfig, ContextTranslationTask
 
 
 def setup(data, extra=()):

@@ -18,9 +18,9 @@ import pytest
 from conftest import USER_DIR, run_fairseq_cli, run_tool
 
 from fairseq_ctx.context import hub
-from fairseq_ctx.context.data.demo_binarize import binarize_context_corpus
-from fairseq_ctx.context.data.synthetic_corpus import PRONOUN, SYNONYMS, CorpusSizes
-from fairseq_ctx.context.data.target_contrastive_set import write_target_anaphora
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
+from fairseq_ctx.context.demo.synthetic_corpus import PRONOUN, SYNONYMS, CorpusSizes
+from fairseq_ctx.context.demo.target_contrastive_set import write_target_anaphora
 
 MODEL = [
     "--encoder-embed-dim", "64", "--decoder-embed-dim", "64",

@@ -13,7 +13,7 @@ from fairseq.utils import strip_pad
 from conftest import USER_DIR, run_fairseq_cli
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
-from fairseq_ctx.context.contrastive.scoring import evaluate
+from fairseq_ctx.context.contrastive.evaluation import evaluate
 from fairseq_ctx.context.cxmi import cxmi
 from fairseq_ctx.context.data.context_examples import Example
 from fairseq_ctx.context.data.own_translations import MissingTargetContextError
@@ -207,12 +207,25 @@ def test_cxmi_reads_the_reference_target_context_and_masks_it(translator, docume
     assert result["cxmi"] != 0.0
 
 
+def decode_level_by_level(store, sample: Dict, decode) -> List:
+    """What the task's inference step does with ``store`` (an OwnTranslations), ``decode`` standing
+    in for the beam search of one level's batch."""
+    hypotheses = [None] * sample["target_context_key"].numel()
+    for rows in store.levels(sample):
+        part = store.level_batch(sample, rows)
+        level = decode(part)
+        store.keep(part, level)
+        for row, hypothesis in zip(rows, level):
+            hypotheses[row] = hypothesis
+    return hypotheses
+
+
 def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
     """Three documents (5, 1 and 3 sentences), M = 2, decoded in every split of the document order
     into consecutive batches (rows shuffled): each sentence reads exactly the outputs of its
     previous two sentences, nearest first, and nothing is kept afterwards."""
+    from fairseq_ctx.context.data.context_batch import context_sentence
     from fairseq_ctx.context.data.own_translations import OwnTranslations
-    from fairseq_ctx.context.data.target_context import context_sentence
 
     boc, eos, pad, size = 3, 2, 1, 2
     lengths = [5, 1, 3]
@@ -230,7 +243,7 @@ def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
         store = OwnTranslations(lambda t: context_sentence(torch.tensor(t), boc, eos, 10), size, pad, True)
         received = {}
 
-        def run(sample, prefix, constraints):
+        def decode(sample):
             tokens, index = sample["net_input"]["target_context_tokens"], sample["net_input"]["target_context_index"]
             out = []
             for row, key in enumerate(sample["target_context_key"].tolist()):
@@ -248,7 +261,7 @@ def test_own_translations_give_every_sentence_its_previous_outputs_and_drain():
                 "target_context_ids": torch.tensor([previous[k] + [-1] * (size - len(previous[k])) for k in batch]),
                 "target_context_users": torch.tensor([users[k] for k in batch]),
             }
-            hypos = store.generate(sample, run)
+            hypos = decode_level_by_level(store, sample, decode)
             assert [h[0]["tokens"][0].item() for h in hypos] == [100 + k for k in batch]
         assert received == {k: [[boc, 100 + p, eos] for p in previous[k]] for k in keys}
         assert store.hypotheses == {} and store.users == {}
@@ -269,7 +282,7 @@ def test_interactive_keeps_previous_lines_across_buffers_and_forgets_ended_docum
     received = {}
     pad = task.tgt_dict.pad()
 
-    def run(sample, prefix, constraints):
+    def decode(sample):
         tokens, index = sample["net_input"]["target_context_tokens"], sample["net_input"]["target_context_index"]
         out = []
         for row, key in enumerate(sample["target_context_key"].tolist()):
@@ -285,7 +298,7 @@ def test_interactive_keeps_previous_lines_across_buffers_and_forgets_ended_docum
         dataset = documents.build_dataset(tokens, [len(t) for t in tokens], None, task)
         for batch in dataset.batch_by_size(dataset.ordered_indices(), max_sentences=2):
             dataset.collater([dataset[i] for i in batch])  # kept by the document state, as fairseq-interactive's
-            documents.own_outputs.generate(documents.batches.popleft(), run)
+            decode_level_by_level(documents.own_outputs, dataset.collated.popleft(), decode)
     # keys: a..d = 0..3, e, f = 4, 5, g..j = 6..9
     assert received == {0: [], 1: [10], 2: [11, 10], 3: [12, 11], 4: [], 5: [14],
                         6: [], 7: [16], 8: [17, 16], 9: [18, 17]}

@@ -9,7 +9,7 @@ from fairseq.models.transformer import TransformerDecoderBase, TransformerModel
 from omegaconf import open_dict
 
 from conftest import batch_of, build
-from fairseq_ctx.context.baselines.concat import ConcatContextTransformer
+from fairseq_ctx.context.models.concat import ConcatContextTransformer
 
 NO_DROPOUT = ["--dropout", "0", "--decoder-layers", "2"]
 READERS = ["ctx_concat", "hce", "hmce"]

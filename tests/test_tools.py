@@ -8,8 +8,8 @@ from conftest import run_tool
 
 import fairseq_ctx
 from fairseq_ctx.context.data.prepare_docs import prepare
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes, write_corpus
 from fairseq_ctx.core.scoring import context_accuracy, score
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
 
 
 def test_corpus_is_deterministic_and_pronouns_need_context(tmp_path):

@@ -1,7 +1,7 @@
-"""Curves and batch sizes read back from fairseq-train logs (fairseq_ctx.core.train_log)."""
+"""Curves and batch sizes read back from fairseq-train logs (devtools.train_log)."""
 import pytest
 
-from fairseq_ctx.core.train_log import sentences_per_update, validation_curve
+from devtools.train_log import sentences_per_update, validation_curve
 
 # a run of 400 updates stopped in epoch 2 and resumed to 444 (the end of epoch 2), as fairseq logs it
 LOG = """\

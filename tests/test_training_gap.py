@@ -7,8 +7,8 @@ import torch
 
 from conftest import USER_DIR, build, make_data_bin, run_tool
 
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
 from fairseq_ctx.core.scoring import score
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes
 
 MODEL = [
     "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",

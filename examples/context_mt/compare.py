@@ -26,7 +26,11 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from fairseq_ctx.core.machine_facts import this_machine
+REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
+
+from devtools.machine_facts import this_machine  # noqa: E402
 
 ARCHS = ["transformer", "ctx_concat", "dat", "han", "dct", "hce", "hmce"]
 MODEL = ["--share-all-embeddings", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",

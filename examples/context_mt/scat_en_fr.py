@@ -31,12 +31,15 @@ from typing import Dict, List, Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
 
 import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
-from fairseq_ctx.core.tool_logging import restored_logging  # noqa: E402
-from fairseq_ctx.core.train_log import sentences_per_update, validation_curve  # noqa: E402
+from devtools.train_log import sentences_per_update, validation_curve  # noqa: E402
+from fairseq_ctx.cli.tool_logging import restored_logging  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1

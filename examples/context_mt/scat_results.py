@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
+from devtools.machine_facts import this_machine
 from fairseq_ctx.core.generate_output import read_generate_lines
-from fairseq_ctx.core.machine_facts import this_machine
 
 SENTENCE = "sentence"  # the stage-1 sentence-level model
 SENTENCE_ON_SCAT = "sentence_scat"  # stage 1 continued on the SCAT lines without context: the stage-2 control

@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+REPOSITORY = str(Path(HERE).parents[1])  # holds devtools, the helpers of the scripts and tests
+for directory in (HERE, REPOSITORY):
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
 
 from multi30k_report import write_results  # noqa: E402
 

@@ -10,7 +10,7 @@ import logging
 import os
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_ctx.core.machine_facts import MachineFacts, this_machine
+from devtools.machine_facts import MachineFacts, this_machine
 
 # (better model, worse model, claim) — "better" means a lower mean xsim error.
 EXPECTED = (("ct_mde", "tmde", "the distance constraint lowers the error (cT-MDE better than T-MDE)"),

@@ -33,8 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_ctx.core.machine_facts import this_machine
-from fairseq_ctx.core.train_log import validation_curve
+REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
+
+from devtools.machine_facts import this_machine  # noqa: E402
+from devtools.train_log import validation_curve  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}  # fairseq split -> Multi30k file stem

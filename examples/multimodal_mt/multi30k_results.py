@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from fairseq_ctx.core.machine_facts import MachineFacts
+from devtools.machine_facts import MachineFacts
 
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
 PLATEAU_TAIL = 0.2  # the last fifth of the updates

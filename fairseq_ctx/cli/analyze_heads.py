@@ -28,7 +28,7 @@ from fairseq_ctx.cli.tool_args import (
     refuse_overwriting,
     resolve_checkpoint_args,
 )
-from fairseq_ctx.core.tool_logging import configure_tool_logging
+from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-analyze-heads"
 

@@ -19,7 +19,7 @@ import os
 import sys
 
 from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
-from fairseq_ctx.core.tool_logging import configure_tool_logging
+from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-attention-plot"
 

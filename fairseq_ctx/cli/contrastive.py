@@ -27,10 +27,10 @@ import json
 import sys
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator, model_inputs, refuse_overwriting
+from fairseq_ctx.cli.tool_logging import configure_tool_logging
+from fairseq_ctx.context.contrastive.evaluation import evaluate, format_report
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.formats import FORMATS, read_set
-from fairseq_ctx.context.contrastive.scoring import evaluate, format_report
-from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:

@@ -7,7 +7,7 @@ whose shape is known from a first counting pass. Output order = input order.
 import argparse
 
 from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
-from fairseq_ctx.core.tool_logging import configure_tool_logging
+from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:

@@ -1,5 +1,5 @@
 """``fairseq-ctx-make-contrastive``: write a contrastive pronoun test set generated like the
-demo corpus (``fairseq_ctx.context.data.contrastive_set``), ready for ``fairseq-ctx-contrastive``.
+demo corpus (``fairseq_ctx.context.demo.contrastive_set``), ready for ``fairseq-ctx-contrastive``.
 
 Example:
     fairseq-ctx-make-contrastive contrastive --docs 60 --context-size 2
@@ -8,7 +8,7 @@ Example:
 import argparse
 
 from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
-from fairseq_ctx.context.data.contrastive_set import write_contrastive_set
+from fairseq_ctx.context.demo.contrastive_set import write_contrastive_set
 
 
 def main(argv=None) -> None:

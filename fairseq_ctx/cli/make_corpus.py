@@ -17,8 +17,8 @@ Example:
 import argparse
 
 from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
-from fairseq_ctx.context.data.synthetic_corpus import SETTINGS, CorpusSizes, write_corpus
-from fairseq_ctx.context.data.target_contrastive_set import write_target_anaphora
+from fairseq_ctx.context.demo.synthetic_corpus import SETTINGS, CorpusSizes, write_corpus
+from fairseq_ctx.context.demo.target_contrastive_set import write_target_anaphora
 
 
 def main(argv=None) -> None:

@@ -2,7 +2,7 @@
 import argparse
 
 from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
-from fairseq_ctx.embedding.data.multilingual_corpus import LANGUAGES, PIVOTS, MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.embedding.demo.multilingual_corpus import LANGUAGES, PIVOTS, MultilingualSizes, write_multilingual_corpus
 
 
 def main(argv=None) -> None:

@@ -2,7 +2,7 @@
 import argparse
 
 from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
-from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
 
 
 def main(argv=None) -> None:

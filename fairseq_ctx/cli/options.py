@@ -18,7 +18,7 @@ def main(argv=None) -> None:
     parser.add_argument("--task", default="context_translation", help="the task (default: context_translation)")
     parser.add_argument("--criterion", default="label_smoothed_cross_entropy", help="the criterion")
     args = parser.parse_args(argv)
-    from fairseq_ctx.core.tool_logging import configure_tool_logging
+    from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
     configure_tool_logging("options")
     from fairseq import options

@@ -7,7 +7,7 @@ per group.
 import argparse
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting
-from fairseq_ctx.core.tool_logging import configure_tool_logging
+from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:

@@ -16,10 +16,10 @@ import argparse
 import sys
 
 from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.core.output_paths import stdout_is
 from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.text_input import TextEncodingError, check_utf8, utf8_lines
-from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:

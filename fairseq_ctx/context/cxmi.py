@@ -10,20 +10,15 @@ from typing import Dict, List
 import torch
 from fairseq import utils
 
+from fairseq_ctx.context.data.context_batch import ContextInputs
 from fairseq_ctx.core.progress import progress
-
-CONTEXT_ENTRIES = (("context_index", "context_tokens"), ("target_context_index", "target_context_tokens"))
 
 
 def mask_context(sample: Dict) -> Dict:
     """The same batch with every source and target context slot empty (no change for
     sentence-level batches)."""
-    net_input = dict(sample["net_input"])
-    for index, tokens in CONTEXT_ENTRIES:
-        if index in net_input:
-            net_input[index] = torch.full_like(net_input[index], -1)
-            net_input[tokens] = net_input[tokens][:0]
-    return {**sample, "net_input": net_input}
+    net_input = sample["net_input"]
+    return {**sample, "net_input": {**net_input, **ContextInputs.of(net_input).masked().net_input()}}
 
 
 def sentence_log_probs(translator, sample: Dict) -> List[torch.Tensor]:

@@ -13,15 +13,15 @@ M sentences of the document (Voita et al. (2019)).
 """
 import os
 from argparse import Namespace
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import torch
 from fairseq import utils
 
+from fairseq_ctx.context.data.context_batch import TargetContextKey
+from fairseq_ctx.context.data.context_examples import Example, RunningContext
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 from fairseq_ctx.core.tool_loading import load_models
-from fairseq_ctx.context.data.context_examples import Example, RunningContext
-from fairseq_ctx.context.data.own_translations import own_output_keys
 
 
 class DocumentTranslator:
@@ -66,16 +66,11 @@ class DocumentTranslator:
         return utils.move_to_cuda(sample) if self.device.type == "cuda" else sample
 
     @torch.no_grad()
-    def translate_examples(self, examples: Sequence[Example],
-                           entries: Optional[Callable[[List[int]], Dict[str, torch.Tensor]]] = None
-                           ) -> List[torch.Tensor]:
-        """Best beam-search hypothesis (token ids, with ``</s>``) per example, in order;
-        ``entries(order)`` adds batch entries for the rows, ``order[row]`` = example position."""
+    def translate_examples(self, examples: Sequence[Example]) -> List[torch.Tensor]:
+        """Best beam-search hypothesis (token ids, with ``</s>``) per example, in order."""
         if not examples:
             return []
         sample = self.make_sample(examples)
-        if entries is not None:
-            sample.update(entries(sample["id"].tolist()))
         hypos = self.task.inference_step(self.generator, self.models, sample)
         out: List[Optional[torch.Tensor]] = [None] * len(examples)
         for row, number in enumerate(sample["id"].tolist()):
@@ -159,20 +154,15 @@ class DocumentTranslator:
         passes as target context (sentence i of every document is decoded after sentence i-1)."""
         history, size = self.collate.history_size, self.target_context_size
         examples: List[Example] = []
-        keys: List[int] = []
-        previous: List[List[int]] = []
-        readers: List[int] = []
         for document in documents:
             first, self.next_key = self.next_key, self.next_key + len(document)
             for position, source in enumerate(document):
                 context = list(reversed(document[max(0, position - history):position])) if history else []
-                examples.append(Example(source, context))
-                keys.append(first + position)
-                previous.append(list(range(first + position - 1, first + max(0, position - size) - 1, -1)))
-                readers.append(min(len(document) - 1 - position, size))
-        hypotheses = self.translate_examples(examples, lambda order: own_output_keys(
-            [keys[n] for n in order], [previous[n] for n in order], [readers[n] for n in order], size))
-        sentences = iter(hypotheses)
+                key = TargetContextKey(first + position,
+                                       list(range(first + position - 1, first + max(0, position - size) - 1, -1)),
+                                       min(len(document) - 1 - position, size))
+                examples.append(Example(source, context, target_context_key=key))
+        sentences = iter(self.translate_examples(examples))
         return [[next(sentences).cpu() for _ in document] for document in documents]
 
     def _flush(self, batch: List[Example], pending: List[Optional[int]]) -> Iterator[str]:

@@ -7,7 +7,7 @@ the sample from ``src_tokens``/``src_lengths`` only. :class:`InteractiveDocument
 running context across buffers (the previous source sentences of the current document; a blank
 line starts a new document), gives each line its context when the buffer is read, remembers
 every collated batch and hands its context back in ``inference_step``, after checking that the
-sample is that batch. Any other caller of these task methods (fairseq's GeneratorHubInterface,
+sample is that batch (the buffer's dataset keeps the batches it collates). Any other caller of these task methods (fairseq's GeneratorHubInterface,
 a custom loop) gets :class:`ContextUnavailableError` instead of a translation without context.
 
 With ``--target-context-size`` M > 0 every line gets a key (counting across buffers) and the
@@ -16,15 +16,15 @@ keys of the previous M lines of its document; the lines of a buffer are decoded 
 translations of those lines as target context (:class:`OwnTranslations`), so the output is that
 of translating each document one sentence at a time.
 """
-from collections import deque
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from fairseq.data import LanguagePairDataset
 
+from fairseq_ctx.context.data.context_batch import ContextInputs, TargetContextKey, TargetContextKeys
 from fairseq_ctx.context.data.context_examples import Example, ExampleCollater, ExampleDataset, RunningContext
-from fairseq_ctx.context.data.own_translations import OWN_OUTPUT_KEYS, OwnTranslations, own_output_keys
+from fairseq_ctx.context.data.own_translations import OwnTranslations
 
 CONTEXT_INTERFACES = (
     "translate raw text with fairseq_ctx.context.hub.load(CHECKPOINT) (or the model class's from_pretrained), "
@@ -37,9 +37,7 @@ CONTEXT_INTERFACES = (
 class LineHistory(NamedTuple):
     """What a line of a buffer needs to read its previous lines' translations (target context)."""
 
-    key: int  # own-output key of the line, counting across buffers
-    previous: List[int]  # keys of its previous lines in the document, nearest first
-    readers: int  # later lines that read its translation
+    key: TargetContextKey  # the line's key (counting across buffers), its previous lines' and its readers
     position: int  # position in its document
     target_tokens: int  # estimated tokens of its target context (for --max-tokens)
 
@@ -55,7 +53,7 @@ class InteractiveDocuments:
         self.collate = collate
         self.running = RunningContext(collate.history_size)
         self.pending: Optional[List[Optional[Example]]] = None
-        self.batches: deque = deque()
+        self.dataset: Optional[ExampleDataset] = None  # the buffer's, which keeps the batches it collates
         self.target_context_size = collate.target_context_size
         self.own_outputs: Optional[OwnTranslations] = (
             collate.own_translations() if self.target_context_size > 0 else None)
@@ -66,14 +64,14 @@ class InteractiveDocuments:
 
     def read_buffer(self, lines: Sequence[str], tokens: Sequence[torch.Tensor]) -> None:
         """Give every line of the buffer its context (``None`` marks a blank line)."""
-        self.pending = []
-        for line, source in zip(lines, tokens):
-            blank = not line.strip()
-            context = self.running.next(None if blank else source)
-            self.pending.append(None if blank else Example(source, context))
+        blank = [not line.strip() for line in lines]
         if self.own_outputs is not None:
-            self.history = self._target_history([len(source) if example is not None else None
-                                                 for source, example in zip(tokens, self.pending)])
+            self.history = self._target_history([None if empty else len(source) for source, empty in zip(tokens, blank)])
+        self.pending = []
+        for number, (empty, source) in enumerate(zip(blank, tokens)):
+            context = self.running.next(None if empty else source)
+            key = self.history[number].key if self.own_outputs is not None and not empty else None
+            self.pending.append(None if empty else Example(source, context, target_context_key=key))
 
     def _target_history(self, lengths: List[Optional[int]]) -> Dict[int, LineHistory]:
         """Key, previous keys (nearest first), number of later readers, document position and the
@@ -100,7 +98,8 @@ class InteractiveDocuments:
             later = (later_ends[0] - number - 1) if later_ends else size
             previous = [key for key, _, _ in reversed(self.document)]
             estimate = sum(min(length + 1, limit) for _, _, length in self.document)
-            history[number] = LineHistory(self.next_key, previous, min(later, size), self.position, estimate)
+            history[number] = LineHistory(TargetContextKey(self.next_key, previous, min(later, size)), self.position,
+                                          estimate)
             self.document = (self.document + [(self.next_key, self.position, lengths[number])])[-size:]
             self.next_key += 1
             self.position += 1
@@ -135,39 +134,30 @@ class InteractiveDocuments:
             task.source_dictionary, tgt_dict=task.target_dictionary,
             left_pad_source=self.collate.left_pad_source, left_pad_target=self.collate.left_pad_target,
         )
-        self.batches.clear()
         positions = estimates = None
         if self.own_outputs is not None:
             positions = [self.history[n].position for n in kept]
             estimates = [self.history[n].target_tokens for n in kept]
-        return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.remember, positions, estimates)
-
-    def remember(self, batch: Dict) -> None:
-        """Keep a collated batch for :meth:`restore_context`, with the keys of its lines and of their
-        previous lines when the model reads its own previous translations."""
-        if self.own_outputs is not None:
-            lines = [self.history[n] for n in batch["id"].tolist()]
-            batch.update(own_output_keys([line.key for line in lines], [line.previous for line in lines],
-                                         [line.readers for line in lines], self.target_context_size))
-        self.batches.append(batch)
+        self.dataset = ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, positions, estimates)
+        return self.dataset
 
     def restore_context(self, sample: Dict) -> Dict:
         """``sample`` (rebuilt by fairseq-interactive from a batch's ``src_tokens`` and
         ``src_lengths``) with that batch's context entries put back."""
         src_tokens = sample["net_input"]["src_tokens"]
-        if not self.batches:
+        if self.dataset is None or not self.dataset.collated:
             raise ContextUnavailableError(
                 f"context_translation: a batch of {src_tokens.size(0)} sentences reached inference_step without "
                 f"'context_index'/'context_tokens' (--context-size {self.collate.context_size}); it would be "
                 f"translated without context. {CONTEXT_INTERFACES}"
             )
-        batch = self.batches.popleft()
+        batch = self.dataset.collated.popleft()
         if not torch.equal(batch["net_input"]["src_tokens"], src_tokens.cpu()):
             raise ContextUnavailableError(
                 "context_translation: the batch given to inference_step is not the batch collated last, so its "
                 f"context is unknown; {CONTEXT_INTERFACES}"
             )
-        net_input = {name: value.to(src_tokens.device) for name, value in batch["net_input"].items()}
-        net_input.update(sample["net_input"])
-        history = {name: batch[name] for name in OWN_OUTPUT_KEYS if name in batch}
-        return {**sample, **history, "net_input": net_input}
+        context = ContextInputs.of(batch["net_input"]).to(src_tokens.device)
+        keys = TargetContextKeys.of(batch)
+        restored = {**sample, "net_input": {**sample["net_input"], **context.net_input()}}
+        return {**restored, **keys.entries()} if keys is not None else restored

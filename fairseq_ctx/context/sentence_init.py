@@ -8,7 +8,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from fairseq.dataclass import FairseqDataclass
 
-from fairseq_ctx.context.embedding_rows import check_overlap, checkpoint_dictionaries, embedding_side, shared_rows
+from fairseq_ctx.context.sentence_init_rows import check_overlap, checkpoint_dictionaries, embedding_side, shared_rows
 from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def load_sentence_checkpoint(model: torch.nn.Module, path: str, languages: Tuple
     """Copy every tensor of a sentence-level checkpoint whose name exists in ``model``.
 
     Embedding and output-projection rows are copied by symbol through the checkpoint's own
-    dictionaries (:mod:`fairseq_ctx.context.embedding_rows`): rows of symbols both
+    dictionaries (:mod:`fairseq_ctx.context.sentence_init_rows`): rows of symbols both
     dictionaries have are copied, the rest (``<boc>``, words the checkpoint never saw) and all
     context parameters keep their fresh initialisation; a dictionary sharing fewer than half of
     this model's symbols is refused. What was (partially) loaded and what stayed new is logged

@@ -9,7 +9,7 @@ from fairseq.models.lstm import Embedding, LSTMEncoder
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
 
-from fairseq_ctx.embedding.pretrained import no_hub_interface
+from fairseq_ctx.embedding.no_hub_interface import no_hub_interface
 
 
 class MaxPooledBiLSTMEncoder(FairseqEncoder):

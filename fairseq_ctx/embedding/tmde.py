@@ -10,10 +10,10 @@ from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_vaswani_wmt_en_de_big
 from torch import Tensor
 
-from fairseq_ctx.context.modules.pyramid_queries import PyramidQueryPooling, attend_with_layer
 from fairseq_ctx.core.length_chunks import SinglePass
 from fairseq_ctx.core.model_options import TransformerOptions, arch_overrides, with_transformer_options
-from fairseq_ctx.embedding.pretrained import no_hub_interface
+from fairseq_ctx.embedding.no_hub_interface import no_hub_interface
+from fairseq_ctx.embedding.pyramid_queries import PyramidQueryPooling, attend_with_layer
 
 
 @dataclass

@@ -4,4 +4,4 @@ multi-input decoder (serial, parallel, flat, hierarchical), the RNN variant and 
 
 # The modules that register tasks, architectures and criterions with fairseq, imported by
 # fairseq_ctx.core.registration as soon as fairseq is imported (not when this package is).
-REGISTERING_MODULES = ("imagination", "representations", "rnn", "task", "transformer")
+REGISTERING_MODULES = ("imagination", "multimodal_translation_task", "multisource_representations", "rnn", "transformer")

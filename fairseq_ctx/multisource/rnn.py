@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from fairseq_ctx.multisource.aux_input_spec import parse_spec
 from fairseq_ctx.multisource.modules.feature_projection import FeatureProjection
 from fairseq_ctx.multisource.modules.multi_source_bahdanau import RNN_COMBINATIONS, MultiSourceBahdanauAttention
-from fairseq_ctx.multisource.pretrained import text_only_hub
+from fairseq_ctx.multisource.text_only_hub import text_only_hub
 
 
 class BiGRUEncoder(nn.Module):

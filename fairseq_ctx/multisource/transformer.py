@@ -11,7 +11,7 @@ from torch import Tensor
 from fairseq_ctx.multisource.aux_input_spec import parse_spec
 from fairseq_ctx.multisource.transformer_layers import MultiSourceEncoder, MultiSourceTransformerDecoder
 from fairseq_ctx.multisource.modules.multi_input_attention import COMBINATIONS
-from fairseq_ctx.multisource.pretrained import text_only_hub
+from fairseq_ctx.multisource.text_only_hub import text_only_hub
 from fairseq_ctx.core.model_options import TransformerOptions, arch_overrides, with_transformer_options
 
 

@@ -15,7 +15,7 @@ class Candidate:
     """One translation to score: the current target sentence and the previous target sentences
     the set gives with it (nearest first; DiscEvalMT and Voita et al. give every candidate its
     own). Models built with ``--target-context-size`` M > 0 are scored with the first M of
-    them (:func:`~fairseq_ctx.context.contrastive.scoring.score_candidates`)."""
+    them (:func:`~fairseq_ctx.context.contrastive.evaluation.score_candidates`)."""
 
     target: str
     target_context: List[str] = field(default_factory=list)

@@ -4,10 +4,18 @@ from typing import Dict, List
 
 import numpy as np
 import torch
-from fairseq.data import LanguagePairDataset, data_utils
+from fairseq.data import LanguagePairDataset
 
+from fairseq_ctx.context.data.context_batch import (
+    ContextInputs,
+    SentenceTable,
+    TargetContextKey,
+    TargetContextKeys,
+    collate_sentences,
+    collate_target_context,
+    context_sentence,
+)
 from fairseq_ctx.context.data.docids import document_positions
-from fairseq_ctx.context.data.target_context import collate_target_context, context_sentence
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 
 logger = logging.getLogger(__name__)
@@ -15,32 +23,19 @@ logger = logging.getLogger(__name__)
 
 class ContextTranslationDataset(LanguagePairWrapper):
     """Wraps a :class:`LanguagePairDataset`; example i gets up to ``context_size`` previous
-    source sentences of its own document (Yun (2022) ch. 3: c_0 = nearest, never across documents).
+    source sentences of its own document (Yun (2022) ch. 3: c_0 = nearest, never across documents),
+    collated as the batch's :class:`~fairseq_ctx.context.data.context_batch.ContextInputs`. Each
+    context sentence is ``[<boc>] + source tokens`` truncated to ``max_context_tokens``, stored once
+    per batch; ``context_source_row`` points at the batch's own copy of it when it is a source too.
+    With ``document_span`` M > 0 (set by the task for models with a document vector) the batch also
+    has ``document_index``: the previous M sentences of each example's document.
 
-    Each context sentence is ``[<boc>] + source tokens`` (ending in ``</s>``), truncated to
-    ``max_context_tokens``. A batch stores every distinct context sentence once:
-
-    - ``net_input["context_tokens"]``: (U, Lc) right-padded unique context sentences,
-    - ``net_input["context_index"]``: (B, N) row of ``context_tokens`` for slot n of example
-      b, or -1 for an empty slot (document-initial sentences have only empty slots),
-    - ``net_input["context_source_row"]``: (U,) the row of ``src_tokens`` that holds the same
-      (untruncated) sentence as context row u, or -1 when that sentence is not a source of
-      the batch. Models whose context encoding equals their source encoding (HCE/HMCE with
-      shared layers) reuse those rows instead of encoding the sentence again.
-
-    With ``document_span`` M > 0 (set by the task for models with a document vector) the
-    batch also has ``net_input["document_index"]``: (B, M) rows of ``context_tokens`` holding
-    the previous M sentences of each example's document (nearest first, -1 when absent).
-
-    With ``target_context_size`` M > 0 (``--target-context-size``) the batch also has the
-    previous M reference translations of each example's document as target context
-    (:mod:`~fairseq_ctx.context.data.target_context`: ``net_input["target_context_tokens"]``,
-    ``net_input["target_context_index"]``; teacher forcing, as Voita et al. (2019) train), and,
-    outside ``net_input``, what decoding with the model's own output needs
-    (:class:`~fairseq_ctx.context.data.own_translations.OwnTranslations`):
-    ``target_context_key`` (B,) = the example ids, ``target_context_ids`` (B, M) = the example
-    ids of those previous sentences (-1 when absent) and ``target_context_users`` (B,) = how
-    many later sentences of the document read this one as target context.
+    With ``target_context_size`` M > 0 (``--target-context-size``) the previous M reference
+    translations of each example's document are its target context (teacher forcing, as Voita et al.
+    (2019) train), and the batch also has the
+    :class:`~fairseq_ctx.context.data.context_batch.TargetContextKeys` with which decoding reads the
+    model's own translations instead: the example ids of each row and of its previous sentences, and
+    how many later sentences of the document read it.
 
     Batch order (``document_window``): 0 orders sentences by length as fairseq's
     ``LanguagePairDataset`` does. W > 0 cuts every document into windows of W consecutive
@@ -148,51 +143,38 @@ class ContextTranslationDataset(LanguagePairWrapper):
         batch = self.pair.collater(samples, pad_to_length=pad_to_length)
         if len(samples) == 0 or "net_input" not in batch:
             return batch
+        ids = batch["id"].tolist()
         context_of = {s["id"]: s["context_ids"] for s in samples}
-        source_row = {example_id: row for row, example_id in enumerate(batch["id"].tolist())}
-        unique: Dict[int, int] = {}
-        index = torch.full((len(source_row), max(self.context_size, 1)), -1, dtype=torch.long)
-        for example_id, row in source_row.items():
-            for slot, context_id in enumerate(context_of[example_id]):
-                index[row, slot] = unique.setdefault(context_id, len(unique))
+        table = SentenceTable()
+        context = ContextInputs(context_index=table.slots([context_of[i] for i in ids], max(self.context_size, 1)))
         if self.document_span > 0:
-            document = torch.full((len(source_row), self.document_span), -1, dtype=torch.long)
-            for example_id, row in source_row.items():
-                for slot in range(min(int(self.positions[example_id]), self.document_span)):
-                    document[row, slot] = unique.setdefault(example_id - slot - 1, len(unique))
-            batch["net_input"]["document_index"] = document
+            context.document_index = table.slots(
+                [[i - slot - 1 for slot in range(min(int(self.positions[i]), self.document_span))] for i in ids],
+                self.document_span)
+        unique = table.keys()
         sentences = [self.context_sentence(i) for i in unique]
+        source_row = {example_id: row for row, example_id in enumerate(ids)}
         untruncated = [s.numel() == self.pair.src_sizes[i] + 1 for i, s in zip(unique, sentences)]
-        batch["net_input"]["context_source_row"] = torch.tensor(
+        context.context_source_row = torch.tensor(
             [source_row.get(i, -1) if whole else -1 for i, whole in zip(unique, untruncated)], dtype=torch.long
         )
-        if sentences:
-            tokens = data_utils.collate_tokens(sentences, self.pad_index, left_pad=False)
-        else:
-            tokens = torch.full((0, 1), self.pad_index, dtype=torch.long)
-        batch["net_input"]["context_tokens"] = tokens
-        batch["net_input"]["context_index"] = index
+        context.context_tokens = collate_sentences(sentences, self.pad_index)
         if self.target_context_size > 0:
-            self._add_target_context(batch, {s["id"]: s["target_context_ids"] for s in samples})
+            previous = {s["id"]: s["target_context_ids"] for s in samples}
+            context = self._with_target_context(batch, context, [previous[i] for i in ids])
+        batch["net_input"].update(context.net_input())
         return batch
 
-    def _add_target_context(self, batch: Dict, previous: Dict[int, List[int]]) -> None:
-        """The reference translations as target context, and the bookkeeping of decoding with the
-        model's own output (the example ids of each row's previous target sentences)."""
-        ids = batch["id"].tolist()
-        rows = [previous[i] for i in ids]
-        size, pad = self.target_context_size, self.pair.tgt_dict.pad()
-        if self.pair.tgt is not None:
-            tokens, index = collate_target_context(rows, self.target_context_of, size, pad)
-        else:
-            tokens, index = collate_target_context([[] for _ in rows], self.target_context_of, size, pad)
-        batch["net_input"]["target_context_tokens"] = tokens
-        batch["net_input"]["target_context_index"] = index
-        batch["target_context_key"] = batch["id"].clone()
-        batch["target_context_ids"] = torch.tensor(
-            [r + [-1] * (size - len(r)) for r in rows], dtype=torch.long).view(len(rows), size)
-        batch["target_context_users"] = torch.tensor(
-            [int(self.target_context_users[i]) for i in ids], dtype=torch.long)
+    def _with_target_context(self, batch: Dict, context: ContextInputs, previous: List[List[int]]) -> ContextInputs:
+        """The reference translations as target context, and the keys of decoding with the model's
+        own output instead (the example ids of each row's previous target sentences)."""
+        size = self.target_context_size
+        read = previous if self.pair.tgt is not None else [[] for _ in previous]
+        context = context.with_target_context(
+            *collate_target_context(read, self.target_context_of, size, self.pair.tgt_dict.pad()))
+        keys = [TargetContextKey(i, p, int(self.target_context_users[i])) for i, p in zip(batch["id"].tolist(), previous)]
+        batch.update(TargetContextKeys.of_rows(keys, size).entries())
+        return context
 
     def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
         """The tokens of every context sentence when ``count_context_tokens`` (the task turns

@@ -2,15 +2,21 @@
 ``context_translation`` (for inference on raw text: the hub, fairseq-interactive)."""
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 from fairseq.data import Dictionary, LanguagePairDataset
 
+from fairseq_ctx.context.data.context_batch import (
+    ContextInputs,
+    TargetContextKey,
+    TargetContextKeys,
+    collate_target_context,
+    context_sentence,
+)
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.own_translations import OwnTranslations
-from fairseq_ctx.context.data.target_context import collate_target_context, context_sentence
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 
 
@@ -19,12 +25,16 @@ class Example:
     """One sentence to translate or score: source tokens, its context sentences (nearest
     first, source side, without ``<boc>``), optionally a target, and its previous target
     sentences (nearest first, target dictionary, ending in ``</s>``, without ``<boc>``; read by
-    models built with ``--target-context-size`` M > 0, Voita et al. (2019))."""
+    models built with ``--target-context-size`` M > 0, Voita et al. (2019)). A sentence decoded
+    with the model's own previous translations as target context has a ``target_context_key``
+    instead (:class:`~fairseq_ctx.context.data.own_translations.OwnTranslations` fills the target
+    context when it is decoded)."""
 
     source: torch.Tensor
     context: List[torch.Tensor] = field(default_factory=list)
     target: Optional[torch.Tensor] = None
     target_context: List[torch.Tensor] = field(default_factory=list)
+    target_context_key: Optional[TargetContextKey] = None
 
 
 @dataclass
@@ -33,7 +43,7 @@ class ExampleCollater:
     exactly what :class:`ContextTranslationDataset` gives for the same sentences and context
     (Yun 2022 §3: the previous ``context_size`` source sentences of the document); with
     ``target_context_size`` M > 0 also the first M sentences of each ``Example.target_context``
-    (:mod:`~fairseq_ctx.context.data.target_context`; equal sentences stored once)."""
+    (equal sentences stored once) and the examples' ``target_context_key``."""
 
     src_dict: Dictionary
     tgt_dict: Dictionary
@@ -85,11 +95,19 @@ class ExampleCollater:
         position = {index: number for number, index in enumerate(wanted)}
         sample["id"] = torch.tensor([position[i] for i in sample["id"].tolist()])
         if self.target_context_size > 0:
-            rows = [[tuple(t.tolist()) for t in examples[n].target_context] for n in sample["id"].tolist()]
-            sample["net_input"]["target_context_tokens"], sample["net_input"]["target_context_index"] = \
-                collate_target_context(rows, self.target_context_sentence, self.target_context_size,
-                                       self.tgt_dict.pad())
+            self._add_target_context(sample, [examples[n] for n in sample["id"].tolist()])
         return sample
+
+    def _add_target_context(self, sample: Dict, rows: List[Example]) -> None:
+        """The examples' own target context, and the keys of those decoded with the model's own
+        previous translations."""
+        previous = [[tuple(t.tolist()) for t in example.target_context] for example in rows]
+        context = ContextInputs.of(sample["net_input"]).with_target_context(*collate_target_context(
+            previous, self.target_context_sentence, self.target_context_size, self.tgt_dict.pad()))
+        sample["net_input"].update(context.net_input())
+        keys = [example.target_context_key for example in rows]
+        if None not in keys:
+            sample.update(TargetContextKeys.of_rows(keys, self.target_context_size).entries())
 
     def own_translations(self) -> OwnTranslations:
         """An empty store of previous hypotheses collated as this collater's target context."""
@@ -125,20 +143,20 @@ class ExampleDataset(LanguagePairWrapper):
     """The non-blank lines of one fairseq-interactive buffer with their running context. Sizes,
     ordering and filtering are the source sentences' (``pair``); a batch is collated by
     ``collate`` from the examples, ``id`` = the line's number in the buffer (blank lines have
-    no example, so they get no output), and ``on_collate`` sees every batch. With ``positions``
+    no example, so they get no output), and kept in ``collated`` until the document state of
+    fairseq-interactive takes it (fairseq-interactive passes on only its sources). With ``positions``
     (each line's position in its document) the lines are ordered by (position, length), so
     that a line is decoded after the previous lines of its document (target context).
     The token budget counts each line's context sentences and ``target_context_tokens`` (the
     tokens its target context is expected to have, when that context is made later)."""
 
     def __init__(self, pair: LanguagePairDataset, examples: Sequence[Example], line_numbers: Sequence[int],
-                 collate: ExampleCollater, on_collate: Callable[[Dict], None],
-                 positions: Optional[Sequence[int]] = None, target_context_tokens: Optional[Sequence[int]] = None):
+                 collate: ExampleCollater, positions: Optional[Sequence[int]] = None, target_context_tokens: Optional[Sequence[int]] = None):
         super().__init__(pair)
         self.examples = list(examples)
         self.line_numbers = list(line_numbers)
         self.collate = collate
-        self.on_collate = on_collate
+        self.collated: deque = deque()
         self.positions = None if positions is None else np.asarray(positions, dtype=np.int64)
         limit = collate.max_context_tokens
         self.context_sizes = np.array(
@@ -164,5 +182,5 @@ class ExampleDataset(LanguagePairWrapper):
         positions = [sample["id"] for sample in samples]
         batch = self.collate([self.examples[p] for p in positions])
         batch["id"] = torch.tensor([self.line_numbers[positions[row]] for row in batch["id"].tolist()])
-        self.on_collate(batch)
+        self.collated.append(batch)
         return batch

@@ -7,34 +7,18 @@ levels) or in an earlier batch (its best hypothesis is kept, by sentence key, un
 sentence that reads it has been decoded). Any batch order is therefore correct as long as no
 sentence is decoded before its previous ones; an order that breaks this is a clear error.
 
-The batches carry, outside ``net_input``: ``target_context_key`` (B,) one key per sentence,
-``target_context_ids`` (B, M) the keys of its previous target sentences, nearest first (-1 when
-absent), and ``target_context_users`` (B,) how many later sentences read it.
+Such batches carry :class:`~fairseq_ctx.context.data.context_batch.TargetContextKeys`: one key per
+sentence, the keys of its previous target sentences and how many later sentences read it. The task
+decodes them level by level: :meth:`OwnTranslations.levels`, then for each level
+:meth:`OwnTranslations.level_batch` and, with the hypotheses, :meth:`OwnTranslations.keep`.
 """
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from fairseq_ctx.context.data.target_context import collate_target_context
+from fairseq_ctx.context.data.context_batch import ContextInputs, TargetContextKeys, collate_target_context
 
-ROW_KEYS = ("src_tokens", "src_lengths", "prev_output_tokens", "context_index", "document_index")
-OWN_OUTPUT_KEYS = ("target_context_key", "target_context_ids", "target_context_users")  # the batch keys described above
-TOP_ROW_KEYS = ("id", "target", *OWN_OUTPUT_KEYS)
-
-Run = Callable[[Dict, Optional[torch.Tensor], Optional[torch.Tensor]], List]
-
-
-def own_output_keys(keys: Sequence[int], previous: Sequence[Sequence[int]], readers: Sequence[int],
-                    size: int) -> Dict[str, torch.Tensor]:
-    """The batch entries :data:`OWN_OUTPUT_KEYS` of rows with these ``keys``, the keys of their
-    previous target sentences (nearest first, at most ``size``) and how many later sentences
-    read each row."""
-    return {
-        "target_context_key": torch.tensor(list(keys), dtype=torch.long),
-        "target_context_ids": torch.tensor([list(p) + [-1] * (size - len(p)) for p in previous],
-                                           dtype=torch.long).view(len(keys), size),
-        "target_context_users": torch.tensor(list(readers), dtype=torch.long),
-    }
+SENTENCE_ROW_KEYS = ("src_tokens", "src_lengths", "prev_output_tokens")  # net_input entries with one row per sentence
 
 
 class MissingTargetContextError(RuntimeError):
@@ -66,41 +50,39 @@ class OwnTranslations:
         elif key in self.users:
             self.users[key] = readers
 
-    def generate(self, sample: Dict, run: Run, prefix_tokens: Optional[torch.Tensor] = None,
-                 constraints: Optional[torch.Tensor] = None) -> List:
-        """``run(sample, prefix_tokens, constraints)`` (the task's inference step) on every
-        dependency level of ``sample`` with the target context replaced by the model's own
-        previous output; the hypotheses of all rows, in the rows' order."""
-        keys = sample["target_context_key"].tolist()
-        previous = [[k for k in row if k >= 0] for row in sample["target_context_ids"].tolist()]
-        users = sample["target_context_users"].tolist()
-        row_of = {key: row for row, key in enumerate(keys)}
-        for row, needed in enumerate(previous):
-            for key in needed:
+    def levels(self, sample: Dict) -> List[List[int]]:
+        """The rows of ``sample`` by dependency level: level 0 reads only sentences decoded in earlier
+        batches, level k + 1 also rows of level k. A previous sentence that is neither decoded nor
+        in the batch is a :class:`MissingTargetContextError`."""
+        rows = TargetContextKeys.of(sample).rows()
+        row_of = {row.key: number for number, row in enumerate(rows)}
+        for row in rows:
+            for key in row.previous:
                 if key not in row_of and key not in self.hypotheses:
-                    raise MissingTargetContextError(_missing_message(keys[row], key))
-        levels = _levels(previous, row_of)
-        out: List = [None] * len(keys)
-        for level in range(max(levels, default=-1) + 1):
-            rows = [row for row, value in enumerate(levels) if value == level]
-            part = self._with_own_context(select_rows(sample, rows, self.left_pad_source),
-                                          [previous[row] for row in rows])
-            hypos = run(part, _rows_of(prefix_tokens, rows), _rows_of(constraints, rows))
-            for row, hypo in zip(rows, hypos):
-                out[row] = hypo
-                self._consume(previous[row])
-                if users[row] > 0:
-                    self.hypotheses[keys[row]] = hypo[0]["tokens"].detach().cpu()
-                    self.users[keys[row]] = users[row]
-        return out
+                    raise MissingTargetContextError(_missing_message(row.key, key))
+        levels = _levels([row.previous for row in rows], row_of)
+        return [[row for row, value in enumerate(levels) if value == level] for level in range(max(levels, default=-1) + 1)]
 
-    def _with_own_context(self, sample: Dict, previous: List[List[int]]) -> Dict:
-        device = sample["net_input"]["src_tokens"].device
+    def level_batch(self, sample: Dict, rows: List[int]) -> Dict:
+        """The sub-batch of ``rows`` (one level of :meth:`levels`), its target context the kept
+        hypotheses of the rows' previous sentences."""
+        part = select_rows(sample, rows, self.left_pad_source)
+        previous = [row.previous for row in TargetContextKeys.of(part).rows()]
         tokens, index = collate_target_context(
             previous, lambda key: self.sentence_of(self.hypotheses[key].tolist()), self.size, self.pad_index)
-        sample["net_input"]["target_context_tokens"] = tokens.to(device)
-        sample["net_input"]["target_context_index"] = index.to(device)
-        return sample
+        device = part["net_input"]["src_tokens"].device
+        context = ContextInputs.of(part["net_input"]).with_target_context(tokens.to(device), index.to(device))
+        part["net_input"].update(context.net_input())
+        return part
+
+    def keep(self, part: Dict, hypotheses: List) -> None:
+        """After decoding ``part`` (a :meth:`level_batch`): keep the best hypothesis of every row a
+        later sentence reads, and forget those of previous sentences no sentence reads any more."""
+        for row, hypothesis in zip(TargetContextKeys.of(part).rows(), hypotheses):
+            self._consume(row.previous)
+            if row.readers > 0:
+                self.hypotheses[row.key] = hypothesis[0]["tokens"].detach().cpu()
+                self.users[row.key] = row.readers
 
     def _consume(self, needed: Sequence[int]) -> None:
         for key in needed:
@@ -136,33 +118,23 @@ def _levels(previous: List[List[int]], row_of: Dict[int, int]) -> List[int]:
     return [level(row, frozenset()) for row in range(len(previous))]
 
 
-def _rows_of(value: Optional[torch.Tensor], rows: List[int]) -> Optional[torch.Tensor]:
-    if value is None:
-        return None
-    return value[torch.tensor(rows, dtype=torch.long, device=value.device)]
-
-
 def select_rows(sample: Dict, rows: List[int], left_pad_source: bool) -> Dict:
-    """The sub-batch of ``sample`` made of ``rows`` (in that order): per-row entries selected,
-    the source padding cut to the longest selected sentence, the shared context sentences kept
-    (``context_source_row`` renumbered)."""
+    """The sub-batch of ``sample`` made of ``rows`` (in that order): per-sentence entries selected,
+    the source padding cut to the longest selected sentence, the context sentences kept
+    (:meth:`ContextInputs.select_rows`)."""
     net_input = sample["net_input"]
     device = net_input["src_tokens"].device
     index = torch.tensor(rows, dtype=torch.long, device=device)
-    part: Dict = {}
-    for name, value in net_input.items():
-        if name in ROW_KEYS and torch.is_tensor(value):
-            part[name] = value[index]
-        elif name == "context_source_row":
-            renumber = torch.full((net_input["src_tokens"].size(0) + 1,), -1, dtype=torch.long, device=device)
-            renumber[index] = torch.arange(len(rows), device=device)
-            part[name] = renumber[value]  # -1 picks the last entry, which stays -1
-        else:
-            part[name] = value
+    part: Dict = {name: value[index] if name in SENTENCE_ROW_KEYS and torch.is_tensor(value) else value
+                  for name, value in net_input.items()}
+    part.update(ContextInputs.of(net_input).select_rows(index, net_input["src_tokens"].size(0)).net_input())
     width = int(part["src_lengths"].max()) if rows else 0
     part["src_tokens"] = part["src_tokens"][:, -width:] if left_pad_source else part["src_tokens"][:, :width]
     selected = {**sample, "net_input": part, "nsentences": len(rows)}
-    for name in TOP_ROW_KEYS:
+    for name in ("id", "target"):
         if torch.is_tensor(sample.get(name)):
             selected[name] = sample[name][index.to(sample[name].device)]
+    keys = TargetContextKeys.of(sample)
+    if keys is not None:
+        selected.update(keys.select_rows(index).entries())
     return selected

@@ -1,2 +1,2 @@
 """Building blocks of the context encoders: the hierarchical context encoder, context gathering
-and attention, the sentence-vector cache, the document vector and pyramid queries."""
+and attention, the sentence-vector cache, the document vector, attentive pooling and the gated sum."""

@@ -1,10 +1,8 @@
 """The hierarchical (memory) context encoder of HCE/HMCE."""
-import copy
-from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
-from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
+from fairseq.models.transformer import TransformerConfig
 from fairseq.modules import (
     FairseqDropout,
     LayerNorm,
@@ -14,55 +12,20 @@ from fairseq.modules import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor, nn
 
-from fairseq_ctx.context.sentence_init import SentenceInitConfig
-from fairseq_ctx.core.attentive_pooling import AttentivePooling
+from fairseq_ctx.context.data.context_batch import ContextInputs
+from fairseq_ctx.context.modules.attentive_pooling import AttentivePooling
+from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase, encoder_sized_decoder_config
 from fairseq_ctx.context.modules.document_vector import DocumentVector
 from fairseq_ctx.context.modules.empty_context import attendable, context_or_placeholder, placeholder_sentence, without_context
-from fairseq_ctx.core.gated_sum import GatedSum
-from fairseq_ctx.core.length_chunks import trim_padding
+from fairseq_ctx.context.modules.gated_sum import GatedSum
 from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
 from fairseq_ctx.context.modules.target_context import TargetContext
+from fairseq_ctx.core.length_chunks import trim_padding
 
 SourceRowPooling = Callable[[Tensor], Tensor]
 
 
-@dataclass
-class HierarchicalContextConfig(SentenceInitConfig):
-    """Options of HCE/HMCE (Yun 2022, ch. 3) beyond fairseq's Transformer."""
-    memory_attention: bool = field(
-        default=False,
-        metadata={"help": "HMCE: the upper level also attends the source embedding (memory attention, "
-                  "eq. 3.17); set by --arch hmce, off for --arch hce"},
-    )
-    context_encoder_layers: Optional[int] = field(
-        default=None,
-        metadata={"help": "layers of the lower-level (per context sentence) encoder; default: "
-                  "as many as the source encoder (the thesis' StackedTransformerEncoder)"},
-    )
-    separate_context_encoder: bool = field(
-        default=False,
-        metadata={"help": "give the lower-level context encoder its own layers instead of sharing "
-                  "the source encoder's first --context-encoder-layers layers (the thesis shares)"},
-    )
-    document_vector: bool = field(
-        default=False,
-        metadata={"help": "add a document vector as one more context slot (Table 3.3 '+ Document "
-                  "vector'): a learned summary of the previous --document-vector-span sentences "
-                  "of the document (see DocumentVector)"},
-    )
-    document_vector_span: int = field(
-        default=32,
-        metadata={"help": "how many previous sentences of the document the document vector summarises"},
-    )
-    train_length_chunks: int = field(
-        default=3,
-        metadata={"help": "training only: run each batch as up to this many chunks of similar-length "
-                  "sentences (document-window batches mix lengths; each chunk is padded to its own "
-                  "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
-    )
-
-
-class HierarchicalContextEncoder(TransformerEncoderBase):
+class HierarchicalContextEncoder(ContextEncoderBase):
     """Source encoder + hierarchical context encoder (Yun 2022, eq. 3.14–3.17, Fig. 3.1/3.2).
 
     1. Lower level: each context sentence c_i → e_i = StackedTransformerEncoder(c_i)
@@ -100,14 +63,15 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
     reuse at all: every (example, slot) pair encodes its sentence on its own, as eq. 3.14 reads.
     """
 
-    def __init__(self, cfg: TransformerConfig, ctx_cfg, dictionary, embed_tokens, memory_attention: bool):
+    def __init__(self, cfg: TransformerConfig, args, dictionary, embed_tokens):
+        """``args``: the model's options (:class:`~fairseq_ctx.context.models.hmce.HierarchicalContextConfig`)."""
         super().__init__(cfg, dictionary, embed_tokens)
         embed_dim = cfg.encoder.embed_dim
         heads = cfg.encoder.attention_heads
-        self.memory_attention = memory_attention
-        num_lower = ctx_cfg.context_encoder_layers
+        self.memory_attention = args.memory_attention
+        num_lower = args.context_encoder_layers
         num_lower = cfg.encoder.layers if num_lower is None else num_lower
-        if ctx_cfg.separate_context_encoder:
+        if args.separate_context_encoder:
             self.context_layers: Optional[nn.ModuleList] = nn.ModuleList(
                 [self.build_encoder_layer(cfg) for _ in range(num_lower)]
             )
@@ -121,8 +85,8 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
             self.context_layers = None
         self.num_context_layers = num_lower
         self.pooling = AttentivePooling(embed_dim, heads, dropout=cfg.attention_dropout)
-        if memory_attention:
-            self.upper = TransformerDecoderLayerBase(memory_layer_config(cfg))
+        if self.memory_attention:
+            self.upper = TransformerDecoderLayerBase(encoder_sized_decoder_config(cfg))
         else:
             self.upper = TransformerEncoderLayerBase(cfg)
         self.context_attn = MultiheadAttention(
@@ -131,7 +95,7 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         self.context_dropout = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
         self.gated_sum = GatedSum(embed_dim)
         self.document_vector: Optional[DocumentVector] = (
-            DocumentVector(embed_dim, ctx_cfg.document_vector_span, self.padding_idx) if ctx_cfg.document_vector else None
+            DocumentVector(embed_dim, args.document_vector_span, self.padding_idx) if args.document_vector else None
         )
         self.register_buffer("slot_positions", SinusoidalPositionalEmbedding.get_embedding(16, embed_dim), persistent=False)
         self.context_cache: Optional[SentenceVectorCache] = SentenceVectorCache()
@@ -274,100 +238,76 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         return slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0), empty
 
     def context_slots(
-        self,
-        src_tokens: Tensor,
-        context_tokens: Optional[Tensor],
-        context_index: Optional[Tensor],
-        context_source_row: Optional[Tensor],
-        pool_source_rows: Optional[SourceRowPooling],
-        document_index: Optional[Tensor] = None,
+        self, src_tokens: Tensor, context: ContextInputs, pool_source_rows: Optional[SourceRowPooling]
     ) -> Tuple[Tensor, Tensor]:
         """Returns slot vectors (N, B, C) (N+1 with the document vector) and the slot mask
         (B, N), True for empty slots."""
-        context_tokens, context_index = context_or_placeholder(src_tokens, context_tokens, context_index,
+        context_tokens, context_index = context_or_placeholder(src_tokens, context.context_tokens, context.context_index,
                                                                self.dictionary.eos())
         slots, empty = self.sentence_slots(src_tokens, context_tokens, context_index, self.context_cache,
-                                           context_source_row, pool_source_rows)
+                                           context.context_source_row, pool_source_rows)
         if self.document_vector is not None:
-            if document_index is None:
+            if context.document_index is None:
                 raise ValueError(
                     "this model has --document-vector but the batch has no 'document_index': "
                     "use it with the context_translation task (which supplies it) and --context-size > 0"
                 )
-            document, no_document = self.document_vector(self.embed_tokens, context_tokens[:, 1:], document_index)
+            document, no_document = self.document_vector(self.embed_tokens, context_tokens[:, 1:], context.document_index)
             slots = torch.cat([slots, document.unsqueeze(1).to(slots)], dim=1)
             empty = torch.cat([empty, no_document.unsqueeze(1)], dim=1)
         return slots.transpose(0, 1), empty
 
-    def target_context_slots(
-        self, src_tokens: Tensor, target_context_tokens: Optional[Tensor], target_context_index: Optional[Tensor]
-    ) -> Tuple[Tensor, Tensor]:
+    def target_context_slots(self, src_tokens: Tensor, context: ContextInputs) -> Tuple[Tensor, Tensor]:
         """The target-side slots (M, B, C) and their mask (B, M) (:class:`TargetContext`);
-        ``target_context_tokens`` (V, Lt) rows ``[<boc>] + sentence`` in the target dictionary,
-        ``target_context_index`` (B, M), -1 = empty slot (required: :meth:`TargetContext.check_slots`)."""
-        self.target_context.check_slots(target_context_index)
-        tokens, index = context_or_placeholder(src_tokens, target_context_tokens, target_context_index,
+        ``context.target_context_index`` is required (:meth:`TargetContext.check_slots`)."""
+        self.target_context.check_slots(context.target_context_index)
+        tokens, index = context_or_placeholder(src_tokens, context.target_context_tokens, context.target_context_index,
                                                self.dictionary.eos())
         slots, empty = self.sentence_slots(src_tokens, tokens, index, self.target_context.cache,
                                            embed=self.target_context.embed_tokens)
         return self.target_context.mark(slots).transpose(0, 1), empty
 
-    def with_target_context(
-        self, src_tokens: Tensor, slots: Tensor, empty: Tensor,
-        target_context_tokens: Optional[Tensor], target_context_index: Optional[Tensor],
+    def all_context_slots(
+        self, src_tokens: Tensor, context: ContextInputs, pool_source_rows: Optional[SourceRowPooling]
     ) -> Tuple[Tensor, Tensor]:
-        """[source slots; target slots] (N+M, B, C) and their mask, when the model reads target context."""
+        """The source context slots (N, B, C), followed by the target ones when the model reads
+        target context, and their mask (B, N(+M))."""
+        slots, empty = self.context_slots(src_tokens, context, pool_source_rows)
         if self.target_context is None:
             return slots, empty
-        target_slots, target_empty = self.target_context_slots(src_tokens, target_context_tokens, target_context_index)
+        target_slots, target_empty = self.target_context_slots(src_tokens, context)
         return torch.cat([slots, target_slots], dim=0), torch.cat([empty, target_empty], dim=1)
 
-    def forward(
+    def forward_with_context(
         self,
         src_tokens: Tensor,
-        src_lengths: Optional[Tensor] = None,
-        context_tokens: Optional[Tensor] = None,
-        context_index: Optional[Tensor] = None,
-        context_source_row: Optional[Tensor] = None,
-        document_index: Optional[Tensor] = None,
+        src_lengths: Optional[Tensor],
+        context: ContextInputs,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
-        target_context_tokens: Optional[Tensor] = None,
-        target_context_index: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
-        reuse = self.reuses_source_encodings and context_source_row is not None
+        reuse = self.reuses_source_encodings and context.context_source_row is not None
         out = self.encode_sources(src_tokens, src_lengths, return_all_hiddens, reuse, token_embeddings)
         pool = self.source_row_pooling([out], [torch.arange(src_tokens.size(0), device=src_tokens.device)]) if reuse else None
-        slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
-        slots, empty = self.with_target_context(src_tokens, slots, empty, target_context_tokens, target_context_index)
+        slots, empty = self.all_context_slots(src_tokens, context, pool)
         return self.fuse_context(out, slots, empty)
 
     def forward_chunks(
-        self,
-        src_tokens: Tensor,
-        src_lengths: Tensor,
-        chunks: List[Tensor],
-        context_tokens: Optional[Tensor] = None,
-        context_index: Optional[Tensor] = None,
-        context_source_row: Optional[Tensor] = None,
-        document_index: Optional[Tensor] = None,
+        self, src_tokens: Tensor, src_lengths: Tensor, chunks: List[Tensor], context: ContextInputs,
         return_all_hiddens: bool = False,
-        target_context_tokens: Optional[Tensor] = None,
-        target_context_index: Optional[Tensor] = None,
     ) -> List[Dict[str, List[Tensor]]]:
         """The encoder outputs of the batch rows ``chunks`` (a partition of the batch), each
         chunk cut to its own longest source: the same numbers as :meth:`forward` on the whole
         batch, with less padding (``encoder_states`` too with ``return_all_hiddens``). Context
         sentences that are sources of the batch are pooled from whichever chunk encoded them."""
-        reuse = self.reuses_source_encodings and context_source_row is not None
+        reuse = self.reuses_source_encodings and context.context_source_row is not None
         outs = [
             self.encode_sources(trim_padding(src_tokens.index_select(0, rows), self.padding_idx)[0],
                                 src_lengths.index_select(0, rows), return_all_hiddens, reuse)
             for rows in chunks
         ]
         pool = self.source_row_pooling(outs, chunks) if reuse else None
-        slots, empty = self.context_slots(src_tokens, context_tokens, context_index, context_source_row, pool, document_index)
-        slots, empty = self.with_target_context(src_tokens, slots, empty, target_context_tokens, target_context_index)
+        slots, empty = self.all_context_slots(src_tokens, context, pool)
         return [self.fuse_context(out, slots.index_select(1, rows), empty.index_select(0, rows)) for out, rows in zip(outs, chunks)]
 
     def encode_sources(
@@ -429,14 +369,3 @@ class HierarchicalContextEncoder(TransformerEncoderBase):
         out["encoder_out"] = [without_context(fused, h_src, has_context)]
         return out
 
-
-def memory_layer_config(cfg: TransformerConfig) -> TransformerConfig:
-    """A decoder-layer config whose sizes are the encoder's, so that fairseq's
-    TransformerDecoderLayerBase serves as HMCE's self-attention + memory-attention + FFN."""
-    memory_cfg = copy.deepcopy(cfg)
-    memory_cfg.decoder.embed_dim = cfg.encoder.embed_dim
-    memory_cfg.decoder.ffn_embed_dim = cfg.encoder.ffn_embed_dim
-    memory_cfg.decoder.attention_heads = cfg.encoder.attention_heads
-    memory_cfg.decoder.normalize_before = cfg.encoder.normalize_before
-    memory_cfg.cross_self_attention = False
-    return memory_cfg

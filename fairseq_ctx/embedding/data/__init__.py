@@ -1,1 +1,2 @@
-"""Multilingual corpora: binarization with a shared dictionary, the pair dataset, the generated corpus."""
+"""What the task reads at run time: the shared dictionary, the pair dataset, and the binarization
+of multilingual text with one dictionary."""

@@ -1,1 +1,1 @@
-"""Dense feature files, the multi-input dataset and the generated multimodal corpus."""
+"""What the task reads at run time: dense feature files and the multi-input dataset."""

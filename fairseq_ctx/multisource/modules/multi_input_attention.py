@@ -6,7 +6,7 @@ import torch
 from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from torch import Tensor, nn
 
-from fairseq_ctx.core.factored_attention import factored_attention, factored_attention_is_cheaper
+from fairseq_ctx.multisource.modules.factored_attention import factored_attention, factored_attention_is_cheaper
 
 COMBINATIONS = ("serial", "parallel", "flat", "hierarchical")
 

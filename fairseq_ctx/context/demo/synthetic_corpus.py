@@ -29,25 +29,11 @@ import random
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-NOUNS: Dict[str, List[Tuple[str, str]]] = {
-    "m": [("dog", "hund"), ("tree", "baum"), ("man", "mann"), ("car", "wagen"), ("table", "tisch"),
-          ("chair", "stuhl"), ("garden", "garten"), ("river", "fluss"), ("mountain", "berg"),
-          ("king", "koenig"), ("teacher", "lehrer"), ("key", "schluessel")],
-    "f": [("cat", "katze"), ("woman", "frau"), ("door", "tuer"), ("lamp", "lampe"), ("street", "strasse"),
-          ("flower", "blume"), ("city", "stadt"), ("bottle", "flasche"), ("queen", "koenigin"),
-          ("school", "schule"), ("bridge", "bruecke"), ("clock", "uhr")],
-    "n": [("house", "haus"), ("child", "kind"), ("book", "buch"), ("window", "fenster"), ("horse", "pferd"),
-          ("boat", "boot"), ("bed", "bett"), ("picture", "bild"), ("village", "dorf"), ("glass", "glas"),
-          ("girl", "maedchen"), ("water", "wasser")],
-}
+from fairseq_ctx.core.demo_vocabulary import ADJECTIVES, ADVERBS, NOUNS, VERBS
+
 NOMINATIVE = {"m": "der", "f": "die", "n": "das"}
 ACCUSATIVE = {"m": "den", "f": "die", "n": "das"}
 PRONOUN = {"m": "er", "f": "sie", "n": "es"}
-ADJECTIVES = [("big", "gross"), ("old", "alt"), ("new", "neu"), ("small", "klein"), ("red", "rot"),
-              ("quiet", "leise"), ("beautiful", "schoen"), ("dark", "dunkel")]
-VERBS = [("sleeps", "schlaeft"), ("waits", "wartet"), ("stands", "steht"), ("falls", "faellt"),
-         ("shines", "glaenzt"), ("moves", "bewegt"), ("turns", "dreht")]
-ADVERBS = [("here", "hier"), ("there", "dort"), ("today", "heute"), ("again", "wieder"), ("slowly", "langsam")]
 TIMES = [("yesterday", "gestern"), ("then", "dann"), ("later", "spaeter"), ("suddenly", "ploetzlich")]
 PAST_VERBS = [("laughed", "lachten"), ("sang", "sangen"), ("waited", "warteten"), ("slept", "schliefen"),
               ("danced", "tanzten")]

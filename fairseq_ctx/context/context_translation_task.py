@@ -1,22 +1,23 @@
 """Task ``context_translation``: translation whose batches carry previous source sentences."""
-import inspect
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional
 
+import torch
 from fairseq import utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.data.context_batch import ContextInputs, TargetContextKeys
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.context_examples import ExampleCollater
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
 from fairseq_ctx.context.data.own_translations import OwnTranslations
 from fairseq_ctx.context.interactive import InteractiveDocuments
+from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 from fairseq_ctx.core.model_family import check_model_family
@@ -150,20 +151,21 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
         complete_model_config(cfg)
         check_model_family(cfg, "context_translation")
         model = super().build_model(cfg, from_checkpoint)
-        if self.cfg.context_size > 0 and not _accepts_context(model):
+        reads_context = isinstance(model, ContextTransformerModel)
+        if self.cfg.context_size > 0 and not reads_context:
             raise ValueError(
                 f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} is a "
                 f"sentence-level model and cannot read context; train it with --context-size 0 "
                 f"(same data directory) or choose a context-aware arch such as hce or hmce"
             )
-        if self.cfg.target_context_size > 0 and not getattr(model, "reads_target_context", False):
+        if self.cfg.target_context_size > 0 and not (reads_context and model.reads_target_context):
             raise ValueError(
                 f"context_translation: --arch {getattr(cfg, 'arch', None) or getattr(cfg, '_name', '?')} cannot "
                 f"read target-side context (--target-context-size {self.cfg.target_context_size}): use hce, hmce "
                 f"or ctx_concat, or --target-context-size 0"
             )
         self.check_validation_bleu()
-        if isinstance(model, ContextTransformerModel):
+        if reads_context:
             needs = model.configure_context(not self.cfg.no_context_cache, self.cfg.document_window)
             self.count_context_tokens, self.document_span = needs.count_context_tokens, needs.document_span
             for dataset in self.datasets.values():
@@ -231,20 +233,36 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
         ``--score-reference``, CXMI), keep the target context they were given: for a binarized
         split, the references."""
         own = self.own_outputs
-        if self.reads_documents and "context_index" not in sample["net_input"]:
+        if self.reads_documents and not ContextInputs.of(sample["net_input"]).has_context:
             sample = self.interactive_documents().restore_context(sample)
             own = self.interactive.own_outputs
         elif self.cfg.target_context_size > 0:
             own = self.own_translations()
-
-        def run(part, prefix, constrained):
-            return super(ContextTranslationTask, self).inference_step(
-                generator, models, part, prefix_tokens=prefix, constraints=constrained)
-
         decoding = not isinstance(generator, SequenceScorer)
-        if self.cfg.target_context_size > 0 and "target_context_key" in sample and decoding:
-            return own.generate(sample, run, prefix_tokens, constraints)
-        return run(sample, prefix_tokens, constraints)
+        if self.cfg.target_context_size > 0 and TargetContextKeys.of(sample) is not None and decoding:
+            return self.decode_with_own_translations(own, generator, models, sample, prefix_tokens, constraints)
+        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
+
+    def decode_with_own_translations(self, own: OwnTranslations, generator, models, sample, prefix_tokens=None,
+                                     constraints=None) -> List:
+        """The hypotheses of every row of ``sample``, decoded level by level
+        (:meth:`OwnTranslations.levels`), each row reading the model's own translations of its
+        previous sentences as target context."""
+        hypotheses: List = [None] * len(TargetContextKeys.of(sample).target_context_key)
+        for rows in own.levels(sample):
+            part = own.level_batch(sample, rows)
+            level = super().inference_step(generator, models, part, prefix_tokens=_rows_of(prefix_tokens, rows),
+                                           constraints=_rows_of(constraints, rows))
+            own.keep(part, level)
+            for row, hypothesis in zip(rows, level):
+                hypotheses[row] = hypothesis
+        return hypotheses
+
+
+def _rows_of(value: Optional[torch.Tensor], rows: List[int]) -> Optional[torch.Tensor]:
+    if value is None:
+        return None
+    return value[torch.tensor(rows, dtype=torch.long, device=value.device)]
 
 
 def _empty_split_message(data_path: str, split: str) -> str:
@@ -261,7 +279,3 @@ def _binarized_split_is_empty(data_path: str, split: str, src: str, tgt: str) ->
         if os.path.exists(path):
             return os.path.getsize(path) == 0
     return False
-
-
-def _accepts_context(model) -> bool:
-    return "context_index" in inspect.signature(model.encoder.forward).parameters

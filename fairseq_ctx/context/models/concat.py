@@ -7,13 +7,14 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, base_architecture
 from torch import Tensor, nn
 
-from fairseq_ctx.context.sentence_init import SentenceInitConfig
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.data.context_batch import ContextInputs
+from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
 from fairseq_ctx.context.modules.empty_context import context_or_placeholder
 from fairseq_ctx.context.modules.target_context import check_target_slots
 from fairseq_ctx.context.modules.target_prefix_decoder import TargetPrefixDecoder
+from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.model_options import with_transformer_options
 
 
@@ -46,26 +47,21 @@ class ConcatContextEncoder(ContextEncoderBase):
         nn.init.normal_(self.segment_embed.weight, mean=0, std=cfg.encoder.embed_dim ** -0.5)
         self.target_context_size = 0
 
-    def forward(
+    def forward_with_context(
         self,
         src_tokens: Tensor,
-        src_lengths: Optional[Tensor] = None,
-        context_tokens: Optional[Tensor] = None,
-        context_index: Optional[Tensor] = None,
+        src_lengths: Optional[Tensor],
+        context: ContextInputs,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
-        context_source_row: Optional[Tensor] = None,
-        document_index: Optional[Tensor] = None,
-        target_context_tokens: Optional[Tensor] = None,
-        target_context_index: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
-        """``target_context_tokens`` (V, Lt) / ``target_context_index`` (B, M): the previous target
-        sentences (target dictionary), read with --target-context-size > 0 (required then; all -1 = none)."""
-        out = super().forward(src_tokens, src_lengths, context_tokens, context_index, return_all_hiddens,
-                              token_embeddings, context_source_row, document_index)
+        """With --target-context-size > 0 the batch must give the previous target sentences
+        (``target_context_index``; all -1 = none)."""
+        out = super().forward_with_context(src_tokens, src_lengths, context, return_all_hiddens, token_embeddings)
         if self.target_context_size > 0:
-            check_target_slots(target_context_index, self.target_context_size)
-            out["target_prefix"] = [self.target_prefix(src_tokens, target_context_tokens, target_context_index)]
+            check_target_slots(context.target_context_index, self.target_context_size)
+            out["target_prefix"] = [self.target_prefix(src_tokens, context.target_context_tokens,
+                                                       context.target_context_index)]
         return out
 
     def target_prefix(self, src_tokens: Tensor, tokens: Optional[Tensor], index: Optional[Tensor]) -> Tensor:

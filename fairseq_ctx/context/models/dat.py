@@ -3,12 +3,12 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import base_architecture
 from fairseq.modules import FairseqDropout
 
-from fairseq_ctx.context.baselines.base import ContextModelConfig, ContextTransformerModel
+from fairseq_ctx.context.models.context_transformer import ContextModelConfig, ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import concatenated_context
 from fairseq_ctx.context.modules.empty_context import attendable, without_context
-from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.context.modules.gated_sum import GatedSum
 from fairseq_ctx.core.model_options import with_transformer_options
 
 

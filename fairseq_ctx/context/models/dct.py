@@ -8,12 +8,11 @@ from fairseq.modules import LayerNorm
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import nn
 
-from fairseq_ctx.context.sentence_init import SentenceInitConfig
-from fairseq_ctx.context.baselines.base import ContextTransformerModel
+from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
-from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
+from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase, encoder_sized_decoder_config
 from fairseq_ctx.context.modules.context_gather import concatenated_context
-from fairseq_ctx.context.modules.hierarchical_context_encoder import memory_layer_config
+from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.model_options import with_transformer_options
 
 
@@ -55,7 +54,7 @@ class DocumentContextEncoder(ContextEncoderBase):
         self.context_layer_norm = LayerNorm(cfg.encoder.embed_dim) if cfg.encoder.normalize_before else None
 
     def build_encoder_layer(self, cfg):
-        return ContextSourceLayer(memory_layer_config(cfg))
+        return ContextSourceLayer(encoder_sized_decoder_config(cfg))
 
     def encode(self, src_tokens, context_tokens, context_index, token_embeddings):
         c, context_padding, _ = self.embed(context_tokens)

@@ -4,16 +4,16 @@ from fairseq.models.transformer import base_architecture
 from fairseq.modules import FairseqDropout, LayerNorm
 from torch import Tensor, nn
 
-from fairseq_ctx.context.baselines.base import ContextModelConfig, ContextTransformerModel
+from fairseq_ctx.context.models.context_transformer import ContextModelConfig, ContextTransformerModel
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import gather_slots
 from fairseq_ctx.context.modules.empty_context import attendable, without_context
-from fairseq_ctx.core.gated_sum import GatedSum
+from fairseq_ctx.context.modules.gated_sum import GatedSum
 from fairseq_ctx.core.model_options import with_transformer_options
 
 
-class HierarchicalAttentionLayer(nn.Module):
+class HanFusionLayer(nn.Module):
     """One HAN fusion step (Yun 2022, eq. 3.11–3.13): word level e_i = MH(h', c_i) for every
     context sentence i (query = source words); sentence level t^j = MH(h'^j, [e_0^j..e_{N-1}^j])
     over the N per-word context vectors, followed by FFN + residual + LayerNorm; then
@@ -48,15 +48,15 @@ class HierarchicalAttentionLayer(nn.Module):
         return self.gated_sum(x, self.dropout(t))
 
 
-class HierarchicalAttentionEncoder(ContextEncoderBase):
+class HanEncoder(ContextEncoderBase):
     """HAN encoder: layer l runs on the source and, with the same weights, on each distinct
-    context sentence (c^l); then a :class:`HierarchicalAttentionLayer` fuses c^l into the
+    context sentence (c^l); then a :class:`HanFusionLayer` fuses c^l into the
     source states. Sentences without context keep the layer's sentence-level output."""
 
     def __init__(self, cfg, args, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
         self.han_layers = nn.ModuleList(
-            HierarchicalAttentionLayer(cfg.encoder.embed_dim, cfg.encoder.ffn_embed_dim, cfg.encoder.attention_heads,
+            HanFusionLayer(cfg.encoder.embed_dim, cfg.encoder.ffn_embed_dim, cfg.encoder.attention_heads,
                                        cfg.dropout, cfg.attention_dropout)
             for _ in range(cfg.encoder.layers)
         )
@@ -73,10 +73,10 @@ class HierarchicalAttentionEncoder(ContextEncoderBase):
 
 
 @register_model("hierarchical_attention_transformer", dataclass=with_transformer_options(ContextModelConfig))
-class HierarchicalAttentionTransformer(ContextTransformerModel):
+class HanTransformer(ContextTransformerModel):
     """HAN baseline: hierarchical (word, then sentence) context attention in every encoder layer."""
 
-    encoder_class = HierarchicalAttentionEncoder
+    encoder_class = HanEncoder
 
 
 @register_model_architecture("hierarchical_attention_transformer", "han")

@@ -1,18 +1,54 @@
 """Architectures ``hce`` and ``hmce``: Transformer with a hierarchical (memory) context encoder."""
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 from fairseq.models import register_model, register_model_architecture
-from fairseq.models.transformer import TransformerConfig, base_architecture
+from fairseq.models.transformer import base_architecture
 from torch import Tensor
 
-from fairseq_ctx.context.baselines.base import ContextBatchNeeds, ContextTransformerModel
-from fairseq_ctx.context.modules.hierarchical_context_encoder import (
-    HierarchicalContextConfig,
-    HierarchicalContextEncoder,
-)
-from fairseq_ctx.core.model_options import with_transformer_options
+from fairseq_ctx.context.data.context_batch import ContextInputs
+from fairseq_ctx.context.models.context_transformer import ContextBatchNeeds, ContextTransformerModel
+from fairseq_ctx.context.modules.hierarchical_context_encoder import HierarchicalContextEncoder
+from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.length_chunks import SinglePass, in_batch_order, length_chunks, trim_padding, widen
+from fairseq_ctx.core.model_options import with_transformer_options
+
+
+@dataclass
+class HierarchicalContextConfig(SentenceInitConfig):
+    """Options of HCE/HMCE (Yun 2022, ch. 3) beyond fairseq's Transformer."""
+    memory_attention: bool = field(
+        default=False,
+        metadata={"help": "HMCE: the upper level also attends the source embedding (memory attention, "
+                  "eq. 3.17); set by --arch hmce, off for --arch hce"},
+    )
+    context_encoder_layers: Optional[int] = field(
+        default=None,
+        metadata={"help": "layers of the lower-level (per context sentence) encoder; default: "
+                  "as many as the source encoder (the thesis' StackedTransformerEncoder)"},
+    )
+    separate_context_encoder: bool = field(
+        default=False,
+        metadata={"help": "give the lower-level context encoder its own layers instead of sharing "
+                  "the source encoder's first --context-encoder-layers layers (the thesis shares)"},
+    )
+    document_vector: bool = field(
+        default=False,
+        metadata={"help": "add a document vector as one more context slot (Table 3.3 '+ Document "
+                  "vector'): a learned summary of the previous --document-vector-span sentences "
+                  "of the document (see DocumentVector)"},
+    )
+    document_vector_span: int = field(
+        default=32,
+        metadata={"help": "how many previous sentences of the document the document vector summarises"},
+    )
+    train_length_chunks: int = field(
+        default=3,
+        metadata={"help": "training only: run each batch as up to this many chunks of similar-length "
+                  "sentences (document-window batches mix lengths; each chunk is padded to its own "
+                  "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
+    )
 
 
 @register_model("hierarchical_context_transformer", dataclass=with_transformer_options(HierarchicalContextConfig))
@@ -20,9 +56,10 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
     """Transformer whose encoder output is fused with HCE/HMCE context (Yun 2022, ch. 3).
 
     The decoder is fairseq's standard Transformer decoder (incremental decoding unchanged);
-    the context enters through ``net_input["context_tokens"]`` / ``["context_index"]``.
+    the context enters as the batch's :class:`~fairseq_ctx.context.data.context_batch.ContextInputs`.
     """
 
+    encoder_class = HierarchicalContextEncoder
     options = HierarchicalContextConfig
     reads_target_context = True
 
@@ -56,7 +93,7 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
         features_only: bool = False,
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
-        **context_inputs: Optional[Tensor],
+        **context_entries: Tensor,
     ):
         """In training, a batch of mixed lengths (document windows) runs as length chunks
         (``--train-length-chunks``): each chunk's encoder and decoder pass is cut to its own
@@ -72,10 +109,10 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
             return super().forward(
                 src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
                 features_only=features_only, alignment_layer=alignment_layer, alignment_heads=alignment_heads,
-                **context_inputs,
+                **context_entries,
             )
-        encoder_outs = self.encoder.forward_chunks(src_tokens, src_lengths, chunks,
-                                                   return_all_hiddens=return_all_hiddens, **context_inputs)
+        encoder_outs = self.encoder.forward_chunks(src_tokens, src_lengths, chunks, ContextInputs(**context_entries),
+                                                   return_all_hiddens=return_all_hiddens)
         target_length, source_length = prev_output_tokens.size(1), src_tokens.size(1)
         outputs, attns, inner_states = [], [], []
         for rows, encoder_out in zip(chunks, encoder_outs):
@@ -94,16 +131,6 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
         attn = None if any(a is None for a in attns) else in_batch_order(attns, chunks)
         states = [in_batch_order(list(layer), chunks, dim=1) for layer in zip(*inner_states)]
         return in_batch_order(outputs, chunks), {"attn": [attn], "inner_states": states}
-
-    @classmethod
-    def build_encoder(cls, args, src_dict, embed_tokens):
-        return HierarchicalContextEncoder(
-            TransformerConfig.from_namespace(args),
-            HierarchicalContextConfig.from_namespace(args),
-            src_dict,
-            embed_tokens,
-            memory_attention=args.memory_attention,
-        )
 
 
 @register_model_architecture("hierarchical_context_transformer", "hce")

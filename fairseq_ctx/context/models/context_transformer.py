@@ -1,8 +1,10 @@
-"""A fairseq Transformer whose encoder reads the shared context batch format."""
+"""The base class of every context_translation model: a fairseq Transformer whose encoder reads the
+context batch of the task."""
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Optional, Tuple
 
 from fairseq.models.transformer import TransformerConfig, TransformerModel
+from fairseq.tasks import TASK_REGISTRY
 from torch import Tensor
 
 from fairseq_ctx.context.sentence_init import SentenceInitConfig, load_sentence_checkpoint
@@ -24,7 +26,7 @@ class ContextBatchNeeds(NamedTuple):
 class ContextTransformerModel(TransformerOptions, TransformerModel):
     """Transformer with a context-aware encoder (``encoder_class``, built from the whole
     fairseq namespace) and fairseq's standard decoder (incremental beam search unchanged).
-    The context enters through ``net_input["context_tokens"]`` / ``["context_index"]``.
+    The context enters as the batch's :class:`~fairseq_ctx.context.data.context_batch.ContextInputs`.
     ``options``: the model's own options (registered flat with the Transformer's,
     :func:`~fairseq_ctx.core.model_options.with_transformer_options`)."""
 
@@ -36,9 +38,7 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
 
     @classmethod
     def build_model(cls, args, task):
-        from fairseq_ctx.context.task import ContextTranslationTask
-
-        if not isinstance(task, ContextTranslationTask):
+        if not isinstance(task, TASK_REGISTRY[cls.task_name]):
             arch = getattr(args, "arch", None) or getattr(args, "_name", "?")
             raise ValueError(
                 f"--arch {arch} is a context_translation model, but the task is {type(task).__name__}, which "
@@ -61,7 +61,7 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
 
     def read_target_context(self, size: int) -> None:
         """Give the model what it needs to read the previous ``size`` target sentences
-        (``net_input["target_context_tokens"]`` / ``["target_context_index"]``); only called
+        (``ContextInputs.target_context_tokens`` / ``target_context_index``); only called
         on archs with ``reads_target_context``, which override it."""
         raise NotImplementedError(f"{type(self).__name__} does not read target-side context")
 
@@ -98,13 +98,12 @@ class ContextTransformerModel(TransformerOptions, TransformerModel):
         features_only: bool = False,
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
-        **context_inputs: Optional[Tensor],
+        **context_entries: Tensor,
     ):
-        """``context_inputs``: the context entries of the batch's ``net_input``
-        (``context_tokens``, ``context_index``, ``target_context_tokens``/``target_context_index``
-        with --target-context-size > 0, and what a given encoder also reads)."""
+        """``context_entries``: the :class:`~fairseq_ctx.context.data.context_batch.ContextInputs`
+        entries of the batch's ``net_input``, handed to the encoder."""
         encoder_out = self.encoder(
-            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **context_inputs
+            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **context_entries
         )
         return self.decoder(
             prev_output_tokens,

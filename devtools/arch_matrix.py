@@ -2,14 +2,17 @@
 options to train each for a few updates with stock fairseq-train on the generated corpora (the
 test suite's production-training matrix and ``benchmarks/gpu_fp16_check.py``); and the reader of
 fairseq-train's per-update JSON log. New archs are picked up from fairseq's
-``ARCH_MODEL_REGISTRY``; an arch whose task has no entry in ``TASK_FIXTURES`` is reported."""
+``ARCH_MODEL_REGISTRY`` with the task their model class declares (``task_name``); an arch whose task
+has no entry in ``TASK_FIXTURES`` is reported."""
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import fairseq_ctx
+
+USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 EMBEDDING_PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
 TINY_MODEL = [
     "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
@@ -70,31 +73,11 @@ TASK_FIXTURES = {
 }
 
 
-def model_tasks() -> Dict[type, str]:
-    """Model class → task. A model family added later either subclasses one of these or declares
-    a ``task_name``."""
-    from fairseq_ctx.context.baselines.base import ContextTransformerModel
-    from fairseq_ctx.embedding.laser_bilstm import LaserModel
-    from fairseq_ctx.embedding.tmde import TransformerMDE
-    from fairseq_ctx.multisource.rnn import MultiSourceRNN
-    from fairseq_ctx.multisource.transformer import MultiSourceTransformer
-
-    return {ContextTransformerModel: "context_translation", TransformerMDE: "multilingual_embedding",
-            LaserModel: "multilingual_embedding", MultiSourceTransformer: "multimodal_translation",
-            MultiSourceRNN: "multimodal_translation"}
-
-
 def task_of(arch: str) -> Optional[str]:
+    """The task the model class of ``arch`` declares (``task_name``), None when it declares none."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    model_cls = ARCH_MODEL_REGISTRY[arch]
-    declared = getattr(model_cls, "task_name", None)
-    if declared:
-        return declared
-    for base, task in model_tasks().items():
-        if issubclass(model_cls, base):
-            return task
-    return None
+    return getattr(ARCH_MODEL_REGISTRY[arch], "task_name", None)
 
 
 def plugin_archs() -> List[str]:

@@ -8,7 +8,7 @@ category is the distance of the antecedent noun: ``distance-1`` or ``distance-2`
 import os
 from typing import Dict, List
 
-from fairseq_ctx.context.data.synthetic_corpus import PRONOUN, DocumentGenerator
+from fairseq_ctx.context.demo.synthetic_corpus import PRONOUN, DocumentGenerator
 
 CONTRASTIVE_SEED_OFFSET = 7  # corpus splits use 0..2 (synthetic_corpus.SPLIT_SEED_OFFSET)
 

@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from fairseq_ctx.context.data.synthetic_corpus import ADJECTIVES, ADVERBS, NOUNS, VERBS
+from fairseq_ctx.core.demo_vocabulary import ADJECTIVES, ADVERBS, NOUNS, VERBS
 
 # source word → [(target word, second-source word), …] one per sense
 AMBIGUOUS: Dict[str, List[Tuple[str, str]]] = {

@@ -5,7 +5,7 @@ import shutil
 from pathlib import Path
 
 from fairseq_ctx.context.data.prepare_docs import prepare
-from fairseq_ctx.context.data.synthetic_corpus import CorpusSizes, write_corpus
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes, write_corpus
 
 SPLITS = ("train", "valid", "test")
 

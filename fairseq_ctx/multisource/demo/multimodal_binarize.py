@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 from typing import List
 
-from fairseq_ctx.multisource.data.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
 
 SPLITS = ("train", "valid", "test")
 

@@ -7,12 +7,13 @@ from typing import Dict, Optional
 import torch
 from torch import Tensor
 
-from fairseq_ctx.context.hmce import HierarchicalContextTransformer
 from fairseq_ctx.analysis.representations import (
     Representation,
     TransformerRepresentations,
     register_representation_adapter,
 )
+from fairseq_ctx.context.data.context_batch import ContextInputs
+from fairseq_ctx.context.models.hmce import HierarchicalContextTransformer
 
 
 @register_representation_adapter(HierarchicalContextTransformer)
@@ -34,10 +35,11 @@ class HierarchicalContextRepresentations(TransformerRepresentations):
         if self._source is not None:
             src_mask = net_input["src_tokens"].eq(self.model.encoder.padding_idx)
             out["source"] = Representation(self._source.transpose(0, 1), src_mask)
-            index = net_input.get("context_index")
+            inputs = ContextInputs.of(net_input)
             context = self._context.transpose(0, 1)
+            index = inputs.context_index
             empty = index.lt(0) if index is not None else context.new_ones(context.shape[:2]).bool()
-            if "document_index" in net_input and empty.size(1) < context.size(1):  # the document-vector slot
-                empty = torch.cat([empty, net_input["document_index"].lt(0).all(dim=1, keepdim=True)], dim=1)
+            if inputs.document_index is not None and empty.size(1) < context.size(1):  # the document-vector slot
+                empty = torch.cat([empty, inputs.document_index.lt(0).all(dim=1, keepdim=True)], dim=1)
             out["context"] = Representation(context, empty)
         return out

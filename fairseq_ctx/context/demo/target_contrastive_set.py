@@ -12,7 +12,7 @@ import json
 import os
 from typing import Dict, List
 
-from fairseq_ctx.context.data.synthetic_corpus import PRONOUN, SYNONYM_GENDERS, DocumentGenerator
+from fairseq_ctx.context.demo.synthetic_corpus import PRONOUN, SYNONYM_GENDERS, DocumentGenerator
 
 TARGET_CONTRASTIVE_SEED_OFFSET = 8  # corpus splits use 0..2, the plain contrastive set 7
 DISCEVALMT_TYPE = {"m": "m.sg", "f": "f.sg"}

@@ -1,0 +1,1 @@
+"""The generated multilingual demo corpus of topic-labelled documents."""
