@@ -46,7 +46,8 @@ path and per timed pair, wall time of each part) are printed and appended to ``-
 precision on the CPU) only, since fairseq's ``--fp16`` needs CUDA; 10 updates per arch (W = 2), the
 decoding model trained 30 updates in float32, tiny timing runs (4 updates, the tiny model size) on
 small corpora with the same 196×2048 image features. It writes nothing into the repository unless
-``--results`` is given; ``--archs hmce,tmde`` takes about a minute on two CPU cores.
+``--results`` is given. On two CPU cores every arch takes about a minute (two to three on a busy
+machine), ``--archs hmce,tmde`` about half of that.
 
     python benchmarks/gpu_fp16_check.py --results gpu-check.md     # on a GPU, every arch
     python benchmarks/gpu_fp16_check.py --dry-run --archs hmce,tmde
@@ -71,6 +72,7 @@ if REPOSITORY not in sys.path:
 import torch  # noqa: E402
 
 from device_watch import DeviceWatch  # noqa: E402
+from devtools.in_process_tools import ToolFailed, quiet_console, run_tool, tool_session  # noqa: E402
 from devtools.arch_matrix import (  # noqa: E402
     EMBEDDING_PAIRS, TASK_FIXTURES, TINY_MODEL, USER_DIR, per_update, plugin_archs, task_of, train_args,
 )
@@ -81,7 +83,6 @@ from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingu
 from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
 from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
 from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
-from in_process_tools import ToolFailed, quiet_console, run_tool, tool_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ("training", "decoding", "timing")

@@ -39,7 +39,7 @@ import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
 from devtools.train_log import sentences_per_update, validation_curve  # noqa: E402
-from fairseq_ctx.cli.tool_logging import restored_logging  # noqa: E402
+from devtools.in_process_tools import restored_logging  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1

@@ -1,7 +1,8 @@
 """Stock fairseq and fairseq-ctx console scripts run one after another in this process (no
-interpreter start-up per run), each with its log lines in a file of its own and what it prints
-captured, its failure turned into :class:`ToolFailed`, and the process's logging setup and
-``sys.argv`` left as they were."""
+interpreter start-up per run): :func:`restored_logging` undoes what a tool changes in the logging
+setup (the SCAT recipe, the test suite); :func:`run_tool` also writes each tool's log lines to a
+file of its own, captures what it prints, turns its failure into :class:`ToolFailed` and leaves
+``sys.argv`` as it was (the GPU check)."""
 import contextlib
 import gc
 import io
@@ -13,8 +14,10 @@ from typing import Iterator, Sequence
 
 import torch
 
-from fairseq_ctx.cli.tool_logging import QUIET_LIBRARIES, restored_logging
+from fairseq_ctx.cli.tool_logging import QUIET_LIBRARIES
 
+# the loggers fairseq adds file handlers to: --log-file (train), preprocess.log in --destdir (preprocess)
+FAIRSEQ_FILE_LOGGERS = ("fairseq_cli.train", "fairseq.logging.progress_bar", "fairseq_cli.preprocess")
 LOGGED_LIBRARIES = ("fairseq", "fairseq_cli", "fairseq_ctx")  # at INFO into each tool's log file
 # console script -> (module, function, whether it reads sys.argv instead of an argv parameter)
 TOOLS = {
@@ -23,6 +26,25 @@ TOOLS = {
     "fairseq-interactive": ("fairseq_cli.interactive", "cli_main", True),
     "fairseq-ctx-translate-doc": ("fairseq_ctx.cli.translate_doc", "main", False),
 }
+
+
+@contextlib.contextmanager
+def restored_logging(loggers: Sequence[str] = QUIET_LIBRARIES) -> Iterator[None]:
+    """Run tools one after another in one process: on exit, the levels of ``loggers`` are as on
+    entry (each of our tools quietens the libraries: fairseq_ctx.cli.tool_logging) and the file
+    handlers fairseq added meanwhile (``--log-file``, ``preprocess.log``) are removed and closed."""
+    levels = {name: logging.getLogger(name).level for name in loggers}
+    handlers = {name: list(logging.getLogger(name).handlers) for name in FAIRSEQ_FILE_LOGGERS}
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        for name, kept in handlers.items():
+            logger = logging.getLogger(name)
+            for handler in [h for h in logger.handlers if h not in kept]:
+                logger.removeHandler(handler)
+                handler.close()
 
 
 class ToolFailed(RuntimeError):
