@@ -63,8 +63,6 @@ import logging
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -220,7 +218,9 @@ def write_documents(prefix: Path, seed: int, min_sentences: int, per_line: int) 
 
 def build_data(root: Path, seed: int, train_sentences: int, test_sentences: int,
                per_line: int) -> Dict[str, Dict[str, int]]:
-    """Generated documents → prepare → fairseq-preprocess into ``root/data-bin`` (+ docids)."""
+    """Generated documents → prepare → fairseq-preprocess (in this process) into ``root/data-bin`` (+ docids)."""
+    from fairseq_cli import preprocess
+
     raw, prep, data_bin = root / "raw", root / "prep", root / "data-bin"
     counts = {
         "train": write_documents(raw / "train", seed, train_sentences, per_line),
@@ -228,14 +228,9 @@ def build_data(root: Path, seed: int, train_sentences: int, test_sentences: int,
     }
     for split in counts:
         prepare(str(raw / f"{split}.{SRC}"), str(raw / f"{split}.{TGT}"), str(prep / split), SRC, TGT, "doc")
-    preprocess = Path(sys.executable).parent / "fairseq-preprocess"
-    result = subprocess.run(
-        [str(preprocess), "--source-lang", SRC, "--target-lang", TGT, "--trainpref", str(prep / "train"),
-         "--testpref", str(prep / "test"), "--destdir", str(data_bin), "--joined-dictionary", "--workers", "2"],
-        capture_output=True, text=True,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"fairseq-preprocess failed:\n{result.stderr[-3000:]}")
+    preprocess.main(options.get_preprocessing_parser().parse_args([
+        "--source-lang", SRC, "--target-lang", TGT, "--trainpref", str(prep / "train"), "--testpref",
+        str(prep / "test"), "--destdir", str(data_bin), "--joined-dictionary", "--workers", "2"]))
     for split in counts:
         shutil.copy(prep / f"{split}.docids", data_bin / f"{split}.docids")
     return counts

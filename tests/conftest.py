@@ -168,11 +168,7 @@ def build_multimodal(data_dir: Path, arch: str = "hierarchical_attention_decoder
 def restore_library_log_levels():
     """A tool run in-process sets the libraries' loggers to WARNING (cli.tool_logging); a later
     test reading fairseq's INFO lines with caplog needs them as they were."""
-    import logging
+    from devtools.in_process_tools import restored_logging
 
-    from fairseq_ctx.cli.tool_logging import QUIET_LIBRARIES
-
-    levels = {name: logging.getLogger(name).level for name in QUIET_LIBRARIES}
-    yield
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
+    with restored_logging():
+        yield

@@ -21,7 +21,6 @@ the others). The tools run in this process, with the same arguments as on the co
 """
 import argparse
 import json
-import logging
 import re
 import shlex
 import shutil
@@ -40,14 +39,13 @@ import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
 from devtools.train_log import sentences_per_update, validation_curve  # noqa: E402
+from devtools.in_process_tools import restored_logging  # noqa: E402
 from fairseq_ctx.core.plots import PlotsUnavailableError, require_plots  # noqa: E402
-from fairseq_ctx.cli.tool_logging import QUIET_LIBRARIES  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
 CONTEXT_MODELS = [*CONTEXT_ARCHS, *TARGET_CONTEXT_MODELS]
 STAGE_TWO_MODELS = [SENTENCE_ON_SCAT, *CONTEXT_MODELS]
-FILE_LOGGERS = ("fairseq_cli.train", "fairseq.logging.progress_bar")  # where fairseq adds --log-file handlers
 # console script -> (module, function, whether it reads sys.argv instead of an argv parameter)
 TOOLS = {
     "fairseq-preprocess": ("fairseq_cli.preprocess", "cli_main", True),
@@ -73,28 +71,18 @@ class Recipe:
         module, function, via_argv = TOOLS[tool]
         entry = getattr(__import__(module, fromlist=[function]), function)
         saved_argv = sys.argv
-        levels = {name: logging.getLogger(name).level for name in QUIET_LIBRARIES}
-        handlers = {name: list(logging.getLogger(name).handlers) for name in FILE_LOGGERS}
         try:
-            if via_argv:
-                sys.argv = [tool, *args]
-                entry()
-            else:
-                entry(list(args))
+            with restored_logging():  # one process runs every tool
+                if via_argv:
+                    sys.argv = [tool, *args]
+                    entry()
+                else:
+                    entry(list(args))
         except SystemExit as stop:
             if stop.code not in (None, 0):
                 raise SystemExit(f"{tool} failed ({stop.code}); command in {self.work / 'commands.sh'}")
         finally:
-            # one process runs every tool: undo what a tool changes in the logging setup
-            # (our tools quieten fairseq's loggers; --log-file adds a file handler per run)
             sys.argv = saved_argv
-            for name, level in levels.items():
-                logging.getLogger(name).setLevel(level)
-            for name, kept in handlers.items():
-                logger = logging.getLogger(name)
-                for handler in [h for h in logger.handlers if h not in kept]:
-                    logger.removeHandler(handler)
-                    handler.close()
 
     # ---- data ----------------------------------------------------------------------------------
     def prepare(self) -> None:
