@@ -12,11 +12,16 @@ here builds its reusable iterator with the batches of epoch 1, exactly as the un
 did. Iterators that fairseq rebuilds every epoch (``has_sharded_data``, e.g. multilingual pair
 re-sampling) are made with their own epoch in both runs and need nothing.
 
-Data directory. fairseq stores ``--data`` as given; a relative one breaks every tool run from
-another directory, and fairseq records no working directory. The task records the absolute data
-directory (resolved when training starts) through fairseq's task hook ``get_checkpoint_dict``, in
-``extra_state[<task class name>]["data"]``; ``core.checkpoint_loading`` uses it.
+Data directory and dictionaries. fairseq stores ``--data`` as given; a relative one breaks every
+tool run from another directory (or, worse, names another directory there), and fairseq records
+no working directory. The task records, through fairseq's task hook ``get_checkpoint_dict``, in
+``extra_state[<task class name>]``: ``data``, the absolute data directory (resolved when
+training starts), and ``dictionaries``, a fingerprint of the source and target dictionaries
+the model's embedding rows follow (:func:`dictionary_fingerprint`); ``core.checkpoint_loading``
+uses the one to find the dictionaries and the other to check that they are the ones the model
+was trained with.
 """
+import hashlib
 import inspect
 import os
 from typing import Dict, Optional
@@ -25,6 +30,13 @@ from fairseq.file_io import PathManager
 from fairseq.tasks import FairseqTask
 
 _BATCH_ITERATOR_SIGNATURE = inspect.signature(FairseqTask.get_batch_iterator)
+
+
+def dictionary_fingerprint(dictionary) -> str:
+    """``{symbols}:{sha256 of the symbols in order, 16 hex digits}``: two dictionaries with the
+    same fingerprint map every symbol to the same embedding row."""
+    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()[:16]
+    return f"{len(dictionary)}:{digest}"
 
 
 def absolute_data_path(data: str) -> str:
@@ -42,8 +54,10 @@ class ResumableTask:
         super().__init__(cfg, *args, **kwargs)
         self.absolute_data = absolute_data_path(cfg.data) if getattr(cfg, "data", None) else None
 
-    def get_checkpoint_dict(self) -> Dict[str, Dict[str, Optional[str]]]:
-        return {type(self).__name__: {"data": self.absolute_data}}
+    def get_checkpoint_dict(self) -> Dict[str, Dict[str, object]]:
+        dictionaries = {"source": dictionary_fingerprint(self.source_dictionary),
+                        "target": dictionary_fingerprint(self.target_dictionary)}
+        return {type(self).__name__: {"data": self.absolute_data, "dictionaries": dictionaries}}
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         call = _BATCH_ITERATOR_SIGNATURE.bind(self, dataset, *args, **kwargs)
