@@ -20,15 +20,24 @@ training starts), and ``dictionaries``, a fingerprint of the source and target d
 the model's embedding rows follow (:func:`dictionary_fingerprint`); ``core.checkpoint_loading``
 uses the one to find the dictionaries and the other to check that they are the ones the model
 was trained with.
+
+Sharded decoding. ``fairseq-generate --num-shards N --shard-id K`` is documented to decode one
+of N shards of the split, but fairseq-generate passes the number of processes (and the rank) to
+``get_batch_iterator`` instead, so every shard decoded the whole split. The tasks read the two
+options from fairseq's configuration and shard the batches of a run that decodes or evaluates a
+checkpoint (``--path`` given) accordingly.
 """
 import hashlib
 import inspect
+import logging
 import os
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from fairseq.file_io import PathManager
 from fairseq.tasks import FairseqTask
+from omegaconf import OmegaConf
 
+logger = logging.getLogger(__name__)
 _BATCH_ITERATOR_SIGNATURE = inspect.signature(FairseqTask.get_batch_iterator)
 
 
@@ -59,10 +68,29 @@ class ResumableTask:
                         "target": dictionary_fingerprint(self.target_dictionary)}
         return {type(self).__name__: {"data": self.absolute_data, "dictionaries": dictionaries}}
 
+    def decoding_shards(self) -> Tuple[int, int]:
+        """(--num-shards, --shard-id) of a run that decodes or evaluates a checkpoint (--path
+        given, as for fairseq-generate), else (1, 0). Read from the configuration the task
+        options belong to (fairseq keeps it as their parent)."""
+        root = self.cfg._get_parent() if OmegaConf.is_config(self.cfg) else None
+        if root is None or not OmegaConf.select(root, "common_eval.path", default=None):
+            return 1, 0
+        shards = OmegaConf.select(root, "dataset.num_shards", default=1) or 1
+        shard = OmegaConf.select(root, "dataset.shard_id", default=0) or 0
+        if shards < 1 or not 0 <= shard < shards:
+            raise ValueError(f"--shard-id {shard} must be one of 0..{shards - 1} (--num-shards {shards})")
+        return shards, shard
+
     def get_batch_iterator(self, dataset, *args, **kwargs):
         call = _BATCH_ITERATOR_SIGNATURE.bind(self, dataset, *args, **kwargs)
         call.apply_defaults()
         options = {name: value for name, value in call.arguments.items() if name != "self"}
+        shards, shard = self.decoding_shards()
+        if shards > 1:
+            options["shard_id"] = shard * options["num_shards"] + options["shard_id"]
+            options["num_shards"] *= shards
+            logger.info(f"--num-shards {shards} --shard-id {shard}: decoding batches {options['shard_id']}, "
+                        f"{options['shard_id'] + options['num_shards']}, ... of the split")
         epoch = options["epoch"]
         reusable = (not options["disable_iterator_cache"] and not options["update_epoch_batch_itr"]
                     and self.can_reuse_epoch_itr(dataset))
