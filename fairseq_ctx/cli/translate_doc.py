@@ -15,7 +15,7 @@ Example:
 import argparse
 import sys
 
-from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.cli.tool_args import add_model_args, check_model_args, load_translator, refuse_bad_generation
 from fairseq_ctx.core.output_paths import stdout_is
 from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.text_input import TextEncodingError, check_utf8, utf8_lines
@@ -31,8 +31,8 @@ def main(argv=None) -> None:
     parser.add_argument("--max-len-a", type=float, default=1.2, help="max output length = a * source length + b")
     parser.add_argument("--max-len-b", type=int, default=10)
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error("--batch-size must be at least 1")
+    check_model_args(parser, args)
+    refuse_bad_generation(parser, beam=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-":
         if stdout_is(args.input):

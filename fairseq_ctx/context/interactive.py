@@ -63,9 +63,12 @@ class InteractiveDocuments:
         self.document: List[Tuple[int, int, int]] = []  # (key, position, length) of the document's last M lines
         self.position = 0
         self.history: Dict[int, LineHistory] = {}  # by line number in the buffer
+        self.lines_read = 0  # input lines of the buffers read so far
+        self.buffer_start = 0  # input lines before the buffer read last
 
     def read_buffer(self, lines: Sequence[str], tokens: Sequence[torch.Tensor]) -> None:
         """Give every line of the buffer its context (``None`` marks a blank line)."""
+        self.buffer_start, self.lines_read = self.lines_read, self.lines_read + len(lines)
         self.pending = []
         for line, source in zip(lines, tokens):
             blank = not line.strip()
@@ -140,7 +143,8 @@ class InteractiveDocuments:
         if self.own_outputs is not None:
             positions = [self.history[n].position for n in kept]
             estimates = [self.history[n].target_tokens for n in kept]
-        return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.remember, positions, estimates)
+        return ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, self.remember, positions, estimates,
+                              self.buffer_start)
 
     def remember(self, batch: Dict) -> None:
         """Keep a collated batch for :meth:`restore_context`, with the keys of its lines and of their

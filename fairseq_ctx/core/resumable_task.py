@@ -26,6 +26,10 @@ of N shards of the split, but fairseq-generate passes the number of processes (a
 ``get_batch_iterator`` instead, so every shard decoded the whole split. The tasks read the two
 options from fairseq's configuration and shard the batches of a run that decodes or evaluates a
 checkpoint (``--path`` given) accordingly.
+
+Decoder sizes. ``build_generator`` refuses a beam, n-best list or length limit that cannot
+decode (``core.generation_options``) before fairseq-generate, fairseq-interactive or the hub
+decodes anything.
 """
 import hashlib
 import inspect
@@ -36,6 +40,8 @@ from typing import Dict, Optional, Tuple
 from fairseq.file_io import PathManager
 from fairseq.tasks import FairseqTask
 from omegaconf import OmegaConf
+
+from fairseq_ctx.core.generation_options import check_generation_options
 
 logger = logging.getLogger(__name__)
 _BATCH_ITERATOR_SIGNATURE = inspect.signature(FairseqTask.get_batch_iterator)
@@ -57,7 +63,8 @@ def absolute_data_path(data: str) -> str:
 
 
 class ResumableTask:
-    """Mixin placed before fairseq's task class: ``class MyTask(ResumableTask, TranslationTask)``."""
+    """Mixin of our tasks, placed before fairseq's task class: ``class MyTask(ResumableTask,
+    TranslationTask)``."""
 
     def __init__(self, cfg, *args, **kwargs):
         super().__init__(cfg, *args, **kwargs)
@@ -67,6 +74,11 @@ class ResumableTask:
         dictionaries = {"source": dictionary_fingerprint(self.source_dictionary),
                         "target": dictionary_fingerprint(self.target_dictionary)}
         return {type(self).__name__: {"data": self.absolute_data, "dictionaries": dictionaries}}
+
+    def build_generator(self, models, args, *rest, **kwargs):
+        """fairseq's generator, once its sizes are checked (:func:`check_generation_options`)."""
+        check_generation_options(args)
+        return super().build_generator(models, args, *rest, **kwargs)
 
     def decoding_shards(self) -> Tuple[int, int]:
         """(--num-shards, --shard-id) of a run that decodes or evaluates a checkpoint (--path
