@@ -79,3 +79,21 @@ def test_hub_reads_the_recorded_directory_and_refuses_other_dictionaries(tiny_da
             f"fairseq_ctx.context.hub.load: the source dictionary read from {other} is not the one checkpoint "
             f"{checkpoint} was trained with")):
         hub.load(str(checkpoint), data=str(other))
+
+
+def test_a_relative_data_path_without_a_record_is_not_guessed(tiny_data, relative_run, tmp_path, monkeypatch):
+    """A checkpoint trained before the record: its relative --data is not resolved against the
+    current directory (there it names another corpus); the error says why and what to do."""
+    checkpoint, other = relative_run
+    state = torch.load(checkpoint, weights_only=True)
+    del state["extra_state"]["ContextTranslationTask"]
+    old = tmp_path / "old.pt"
+    torch.save(state, old)
+    monkeypatch.chdir(other.parent)
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"--pretrained-sentence-checkpoint: cannot find the dictionaries of {old} (dict.en.txt and dict.de.txt, "
+            f"looked in {tmp_path}; its data directory '{tiny_data.name}' is relative (fairseq stores --data as given) "
+            f"and the checkpoint does not record where it was trained, so it could name another directory from here); "
+            f"its embedding rows are copied by symbol, so copy the dict.*.txt files of the data it was trained on "
+            f"next to the checkpoint")):
+        build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(old)])

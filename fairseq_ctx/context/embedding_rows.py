@@ -41,8 +41,8 @@ def checkpoint_dictionaries(state: Dict, path: str, purpose: str,
     in it, else fairseq's stored ``--data`` when that is absolute. The language pair is the
     checkpoint's, inferred from its data directory when not recorded, else ``languages``."""
     src, tgt = _task_setting(state, "source_lang"), _task_setting(state, "target_lang")
-    stored = utils.split_paths(_task_setting(state, "data") or "")[:1]
-    recorded = utils.split_paths(recorded_data_directory(state) or "")[:1]
+    stored = [d for d in utils.split_paths(_task_setting(state, "data") or "") if d][:1]
+    recorded = [d for d in utils.split_paths(recorded_data_directory(state) or "") if d][:1]
     data = recorded or [d for d in stored if os.path.isabs(d)]
     if (src is None or tgt is None) and data and os.path.isdir(data[0]):
         src, tgt = data_utils.infer_language_pair(data[0])
