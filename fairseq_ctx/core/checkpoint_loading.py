@@ -69,30 +69,25 @@ def load_state(path: str, purpose: str, arg_overrides: Optional[Dict] = None, lo
         raise CheckpointError(unreadable(path, purpose, describe(error, path))) from None
 
 
-_verified: Dict[str, Tuple[int, int, int]] = {}
-
-
 def verify(path: str, purpose: str) -> None:
     """Check every entry of a local torch archive against its CRC (overwritten or lost bytes),
     raising :class:`CheckpointError` naming the file. A file that is no zip archive (truncated,
-    random bytes, torch's legacy format) is left to the loader, whose error names it. A file
-    verified once is not read again while its inode, size and modification time stay the same."""
+    random bytes, torch's legacy format) is left to the loader, whose error names it."""
     if not os.path.isfile(path) or not zipfile.is_zipfile(path):
-        return
-    stat = os.stat(path)
-    key, signature = os.path.realpath(path), (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    if _verified.get(key) == signature:
         return
     problem = damage(path)
     if problem is not None:
         raise CheckpointError(unreadable(path, purpose, problem))
-    _verified[key] = signature
+
+
+_complete: Dict[str, Tuple[int, int, int]] = {}  # archives that passed the CRC check: path -> (inode, size, mtime)
 
 
 def damage(path: str) -> Optional[str]:
     """Why ``path`` is not a complete checkpoint, or None. A torch zip archive is checked
     entry by entry against its CRCs (this finds truncation and overwritten bytes, which torch
-    itself may load silently); any other file by loading it."""
+    itself may load silently), once while its inode, size and modification time stay the same
+    (the resume check and the load that follows read it once); any other file by loading it."""
     if os.path.getsize(path) == 0:
         return "the file is empty"
     if not zipfile.is_zipfile(path):
@@ -101,12 +96,19 @@ def damage(path: str) -> Optional[str]:
         except Exception as error:
             return describe(error, path)
         return None
+    stat = os.stat(path)
+    key, signature = os.path.realpath(path), (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if _complete.get(key) == signature:
+        return None
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError) as error:
         return f"{type(error).__name__}: {error}"
-    return f"entry {bad} fails its CRC check: its bytes changed after the file was written" if bad else None
+    if bad:
+        return f"entry {bad} fails its CRC check: its bytes changed after the file was written"
+    _complete[key] = signature
+    return None
 
 
 def training_progress(path: str) -> Optional[Tuple[int, int, int]]:
