@@ -47,7 +47,7 @@ def test_translate_document_refuses_a_bare_string(hmce_checkpoint):
     translator = hub.load(str(hmce_checkpoint), beam=1)
     with pytest.raises(TypeError, match=re.escape(
             "translate_document takes a document as a list of sentences, got a string; use "
-            "translate_document([sentence]) or translate(sentence) for one sentence, or translate_stream(text.splitlines()) "
-            "for blank-line separated text")):
+            "translate_document([sentence]) or translate(sentence) for one sentence, or "
+            "translate_stream(text.splitlines()) for blank-line separated text")):
         translator.translate_document("the cat sleeps .")
     assert len(translator.translate_document(["the cat sleeps .", "it is quiet ."])) == 2

@@ -26,7 +26,8 @@ import argparse
 import json
 import sys
 
-from fairseq_ctx.cli.tool_args import add_model_args, check_model_args, load_translator, model_inputs, refuse_overwriting
+from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
+                                      refuse_overwriting)
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.formats import FORMATS, read_set
 from fairseq_ctx.context.contrastive.scoring import evaluate, format_report

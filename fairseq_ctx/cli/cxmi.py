@@ -14,7 +14,8 @@ Example:
 import argparse
 import json
 
-from fairseq_ctx.cli.tool_args import add_model_args, check_model_args, load_translator, model_inputs, refuse_overwriting
+from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
+                                      refuse_overwriting)
 from fairseq_ctx.core.tool_logging import configure_tool_logging
 
 

@@ -104,10 +104,11 @@ class LanguagePairWrapper(FairseqDataset):
         parts = f"{source} source tokens" + (f" + {extra} tokens of its {self.EXTRA_TOKENS}" if extra else "")
         if self.pair.tgt_sizes is not None:
             parts += f"; target {int(self.pair.tgt_sizes[largest])} tokens"
+        count = "1 example does" if len(over) == 1 else f"{len(over)} examples do"
         raise BatchLimitError(
-            f"--max-tokens {max_tokens} is too small: {len(over)} examples do not fit in a batch of their own, the "
-            f"largest {self.describe(largest)} with {int(sizes.max())} tokens ({parts}). Raise --max-tokens to at "
-            f"least {int(sizes.max())}{self.SMALLER_EXTRA}")
+            f"--max-tokens {max_tokens} is too small: {count} not fit in a batch of its own, the largest "
+            f"{self.describe(largest)} with {int(sizes.max())} tokens ({parts}). Raise --max-tokens to at least "
+            f"{int(sizes.max())}{self.SMALLER_EXTRA if extra else ''}")
 
     def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
         """fairseq's batching, with the limits checked first and the examples it drops given back as
