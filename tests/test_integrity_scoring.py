@@ -168,3 +168,18 @@ def test_feature_files_without_features_are_refused(multimodal_data, tmp_path, s
             f"feature file {data / 'train.img.npy'} has shape {shape}: its rows have 0 {what}, so they hold no "
             f"features; extract the features again")):
         build_multimodal(data)
+
+
+def test_context_accuracy_needs_the_whole_split_and_a_key_line_per_sentence(outputs, tmp_path):
+    """The --context-key scorer (and fairseq-ctx-adversarial, through the same reader) refuses a
+    cut-off output, and an answer key whose lines are not the split's sentences."""
+    whole, cut = outputs
+    key = write(tmp_path / "key", [""] * 51)
+    with pytest.raises(SystemExit, match=re.escape(f"fairseq-ctx-score: {cut} has hypotheses for 20 of the ")):
+        score_cli.main([cut, "--context-key", key])
+    short = write(tmp_path / "short.key", [""] * 50)
+    with pytest.raises(SystemExit, match=re.escape(
+            f"fairseq-ctx-score: {whole} has 51 hypotheses but {short} has 50 lines; the answer key needs one line per "
+            f"sentence of the split (empty for a sentence that does not depend on context)")):
+        score_cli.main([whole, "--context-key", short])
+    score_cli.main([whole, "--context-key", key])

@@ -7,7 +7,8 @@ from typing import Dict, List
 
 import sacrebleu
 
-from fairseq_ctx.core.scoring import check_references, read_generate_output
+from fairseq_ctx.core.generate_output import read_generate_output
+from fairseq_ctx.core.scoring import check_references
 from fairseq_ctx.core.text_input import read_utf8_lines
 
 

@@ -8,7 +8,7 @@ file, sentencepiece pieces removed as ``fairseq-generate --post-process sentence
 """
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from fairseq_ctx.core.generate_output import read_generate, read_generate_output
+from fairseq_ctx.core.generate_output import read_generate
 from fairseq_ctx.core.text_input import read_utf8_lines
 
 PIECE = "\u2581"
@@ -227,23 +227,40 @@ def context_accuracy(hyps: Dict[int, str], key_lines: List[str]) -> Tuple[float,
     return (correct / total if total else 0.0), correct, total
 
 
+def whole_split(generate_output: str) -> Tuple[Dict[int, str], List[int], List[str]]:
+    """(``H-`` hypotheses by id, ids in order, ``T-`` references in that order) of a generate output
+    that covers its whole split and has a non-empty reference for every sentence, else a
+    :class:`ScoringInputError` saying what is missing."""
+    output = read_generate(generate_output)
+    hyps = output.lines["H"]
+    if not hyps:
+        raise ScoringInputError(f"{generate_output} has no H- lines; is it fairseq-generate output?")
+    incomplete = output.incomplete()
+    if incomplete is not None:
+        raise ScoringInputError(f"{incomplete}. Score the output of a complete run")
+    ids = sorted(hyps)
+    references = _in_id_order(output.lines["T"], ids, generate_output, "T", "generate on a split that has targets")
+    check_references(references, generate_output, ids)
+    return hyps, ids, references
+
+
+def read_answer_key(path: str, sentences: int, generate_output: str) -> List[str]:
+    """The answer key's lines, one per sentence of the split."""
+    key_lines = read_utf8_lines(path)
+    if len(key_lines) != sentences:
+        raise ScoringInputError(
+            f"{generate_output} has {sentences} hypotheses but {path} has {len(key_lines)} lines; the answer key needs "
+            f"one line per sentence of the split (empty for a sentence that does not depend on context)")
+    return key_lines
+
+
 def score(generate_output: str, context_key: str) -> Dict[str, float]:
     """BLEU (sacreBLEU on the ``H-`` / ``T-`` lines as they are) and context accuracy."""
     import sacrebleu
 
-    hyps, refs = read_generate_output(generate_output)
-    if not hyps:
-        raise ValueError(f"{generate_output} has no H- lines; is it fairseq-generate output?")
-    ids = sorted(hyps)
-    references = _in_id_order(refs, ids, generate_output, "T", "generate on a split that has targets")
-    check_references(references, generate_output, ids)
+    hyps, ids, references = whole_split(generate_output)
     bleu = sacrebleu.corpus_bleu([hyps[i] for i in ids], [references])
-    key_lines = read_utf8_lines(context_key)
-    if len(ids) != len(key_lines) or max(ids) >= len(key_lines):
-        raise ValueError(
-            f"{generate_output} has {len(ids)} hypotheses but {context_key} has {len(key_lines)} lines; "
-            f"translate the whole split (fairseq-generate --required-batch-size-multiple 1 keeps every sentence)"
-        )
+    key_lines = read_answer_key(context_key, len(ids), generate_output)
     accuracy, correct, total = context_accuracy(hyps, key_lines)
     return {"bleu": bleu.score, "context_accuracy": accuracy, "context_correct": correct,
             "context_total": total, "sentences": len(ids)}
