@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fairseq import checkpoint_utils
 from fairseq_cli import generate, interactive, train
 
 from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_fairseq_cli, run_tool
@@ -63,6 +64,10 @@ def flipped(tiny_data, multilingual_data, multimodal_data, tmp_path_factory) -> 
                        "--no-save-optimizer-state", "--save-dir", str(work / "multimodal")],
     }
     paths = {"commands": runs}
+    # fairseq keeps the best validation loss of a process on its save function: a run earlier in
+    # this process with a lower loss would keep this one from writing checkpoint_best.pt
+    if hasattr(checkpoint_utils.save_checkpoint, "best"):
+        del checkpoint_utils.save_checkpoint.best
     for name, command in runs.items():
         run_fairseq_cli(train.cli_main, command)
         paths[name] = work / name / "checkpoint_last.pt"
