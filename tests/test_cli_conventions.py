@@ -107,6 +107,7 @@ def test_every_import_order_registers_everything_and_allow_lists_checkpoints(ord
 
 def test_a_tool_that_loads_fairseq_logs_no_library_info_lines(tmp_path):
     missing = tmp_path / "missing"
+    (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
     result = subprocess.run([sys.executable, "-m", "fairseq_ctx.cli.embed", str(missing), "--lang", "xa", "--input",
                              str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.npy")],
                             capture_output=True, text=True, timeout=120, cwd=str(ROOT))

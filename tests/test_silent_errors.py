@@ -18,6 +18,7 @@ from fairseq_ctx.cli import doc_classify, prepare_docs, translate_doc
 from fairseq_ctx.context.data.docids import DocumentIdError, read_docids
 from fairseq_ctx.context.sentence_init_rows import MIN_OVERLAP
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
+from fairseq_ctx.core.resumable_task import dictionary_fingerprint
 from fairseq_ctx.core.text_input import TextEncodingError, utf8_lines
 from fairseq_ctx.embedding.distance_constraint import DistanceConstraintCriterion
 from fairseq_ctx.multisource.data.feature_file import FeatureInputError
@@ -57,6 +58,10 @@ def _with_dictionary(checkpoint: Path, data: Path, target: Path, symbols_of) -> 
             if line.split()[0] in old:
                 moved[4 + i] = rows[old[line.split()[0]]]
         state["model"][name] = moved
+    rewritten = Dictionary.load(str(target / "dict.en.txt"))
+    rewritten.add_symbol("<boc>")  # the joined dictionary as the task extends it
+    fingerprint = dictionary_fingerprint(rewritten)
+    state["extra_state"]["ContextTranslationTask"]["dictionaries"] = {"source": fingerprint, "target": fingerprint}
     torch.save(state, target / "checkpoint.pt")
     return state["model"]
 
@@ -110,7 +115,7 @@ def test_sentence_checkpoint_of_a_mostly_other_dictionary_is_refused(tiny_data, 
 
 def test_sentence_checkpoint_without_its_dictionaries_is_refused(tiny_data, sentence_checkpoint, tmp_path):
     state = torch.load(sentence_checkpoint, weights_only=True)
-    state["cfg"]["task"]["data"] = str(tmp_path / "gone")
+    state["cfg"]["task"]["data"] = state["extra_state"]["ContextTranslationTask"]["data"] = str(tmp_path / "gone")
     path = tmp_path / "moved.pt"
     torch.save(state, path)
     with pytest.raises(CheckpointError) as error:
@@ -121,6 +126,8 @@ def test_sentence_checkpoint_without_its_dictionaries_is_refused(tiny_data, sent
         f"dict.*.txt files of the data it was trained on next to the checkpoint")
     (tmp_path / "dict.en.txt").write_text("a 1\n")
     (tmp_path / "dict.de.txt").write_text("a 1\n")
+    del state["extra_state"]["ContextTranslationTask"]["dictionaries"]  # as trained before the fingerprints
+    torch.save(state, path)
     rows = state["model"]["encoder.embed_tokens.weight"].size(0)
     with pytest.raises(CheckpointError, match=rf"moved\.pt has {rows} source embedding rows but its dictionary "
                                               rf".*dict\.en\.txt gives only 6 symbols; put the dict\.\*\.txt"):

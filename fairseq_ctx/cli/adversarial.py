@@ -16,7 +16,8 @@ import json
 import os
 import sys
 
-from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
+from fairseq_ctx.cli.tool_args import (add_checkpoint_args, checkpoint_inputs, refuse_bad_generation, refuse_below_one,
+                                      refuse_overwriting, resolve_checkpoint_args)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-adversarial"
@@ -41,6 +42,8 @@ def main(argv=None) -> None:
     parser.add_argument("--json", help="also write the results to this file")
     args, extra = parser.parse_known_args(argv)
     resolve_checkpoint_args(parser, args, data_required=True)
+    refuse_below_one(parser, {"--batch-size": args.batch_size})
+    refuse_bad_generation(parser, beam=args.beam)
     refuse_overwriting(parser, {"--json": args.json}, {**checkpoint_inputs(args, args.gen_subset), "--key": args.key})
     logger = configure_tool_logging("adversarial")
     from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint

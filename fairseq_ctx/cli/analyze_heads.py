@@ -34,6 +34,7 @@ from fairseq_ctx.cli.tool_args import (
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-analyze-heads"
+TRANSLATION_TASKS = ("context_translation", "multimodal_translation", "translation")  # teacher-forced encoder-decoders
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -53,7 +54,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         outputs += ["layers.csv", "layers.json", f"heads_{args.compare_tag}.png",
                     *(f"layers_{kind}.png" for kind in ("encoder_self", "decoder_self", "encoder_decoder"))]
         inputs["--compare-path"] = checkpoint_path(args.compare_path, args.checkpoint_file)
-    refuse_overwriting(parser, {"--output-dir": [os.path.join(args.output_dir, name) for name in outputs]}, inputs)
+    refuse_overwriting(parser, {"--output-dir": [os.path.join(args.output_dir, name) for name in outputs]}, inputs,
+                       creates_directories=True)
     if args.max_positions < 2 or args.batch_size < 1:
         parser.error("--max-positions must be >= 2 and --batch-size >= 1")
     return args
@@ -73,16 +75,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from fairseq_ctx.core.checkpoint_loading import CheckpointError
     from fairseq_ctx.core.tool_loading import load_models
 
-    def load(checkpoint: str, purpose: str):
-        models, _, task = load_models(checkpoint, None, purpose, checkpoint_file=args.checkpoint_file, data=args.data,
-                                      cpu=True)
-        return models[0].float(), task
+    def load(checkpoint: str, purpose: str, tasks):
+        models, cfg, task = load_models(checkpoint, tasks, purpose, checkpoint_file=args.checkpoint_file,
+                                        data=args.data, cpu=True)
+        return models[0].float(), task, cfg.task._name
 
     try:
-        model, task = load(args.checkpoint, TOOL)
+        model, task, task_name = load(args.checkpoint, TOOL, TRANSLATION_TASKS)
         models, tasks, tags = [model], [task], [args.tag]
-        if args.compare_path:
-            other, other_task = load(args.compare_path, f"{TOOL} --compare-path")
+        if args.compare_path:  # of the same task, each read with its own settings (e.g. target context)
+            other, other_task, _ = load(args.compare_path, f"{TOOL} --compare-path", [task_name])
             models.append(other)
             tasks.append(other_task)
             tags.append(args.compare_tag)

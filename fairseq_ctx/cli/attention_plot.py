@@ -37,7 +37,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="attention", help="writes OUT.png and OUT.json")
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), data_required=True)
     refuse_overwriting(parser, {"--out (.png)": args.out + ".png", "--out (.json)": args.out + ".json"},
-                       checkpoint_inputs(args, args.gen_subset))
+                       checkpoint_inputs(args, args.gen_subset), creates_directories=True)
     logger = configure_tool_logging("attention_plot")
     from fairseq_ctx.core.plots import missing_plots_message, plots_available
 

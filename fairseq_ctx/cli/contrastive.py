@@ -26,7 +26,8 @@ import argparse
 import json
 import sys
 
-from fairseq_ctx.cli.tool_args import add_model_args, load_translator, model_inputs, refuse_overwriting
+from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
+                                      refuse_overwriting)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.context.contrastive.evaluation import evaluate, format_report
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
@@ -53,6 +54,7 @@ def main(argv=None) -> None:
     parser.add_argument("--length-normalize", action="store_true", help="compare mean instead of summed log-probs")
     parser.add_argument("--json", help="also write the accuracies, breakdowns and per-example scores to this file")
     args = parser.parse_args(argv)
+    check_model_args(parser, args)
     refuse_overwriting(parser, {"--json": args.json}, {
         "--input": args.input, "--source": args.source, "--reference": args.reference,
         "--contrastive": args.contrastive, "--context": args.context, "--categories": args.categories,

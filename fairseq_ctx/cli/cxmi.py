@@ -14,7 +14,8 @@ Example:
 import argparse
 import json
 
-from fairseq_ctx.cli.tool_args import add_model_args, load_translator, model_inputs, refuse_overwriting
+from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
+                                      refuse_overwriting)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 
@@ -25,6 +26,7 @@ def main(argv=None) -> None:
     parser.add_argument("--per-sentence", help="write per-sentence values (TSV) to this file")
     parser.add_argument("--json", help="also write the corpus values to this JSON file")
     args = parser.parse_args(argv)
+    check_model_args(parser, args)
     refuse_overwriting(parser, {"--per-sentence": args.per_sentence, "--json": args.json},
                        model_inputs(args, args.gen_subset))
     configure_tool_logging("cxmi")

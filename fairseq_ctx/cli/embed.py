@@ -5,8 +5,11 @@ sorted by length and batched by token count, and rows are written into a memory-
 whose shape is known from a first counting pass. Output order = input order.
 """
 import argparse
+import os
 
-from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
+from fairseq_ctx.cli.tool_args import (add_checkpoint_args, check_sentencepiece, checkpoint_inputs, refuse_below_one,
+                                      refuse_overwriting, resolve_checkpoint_args)
+from fairseq_ctx.core.text_input import TextEncodingError, check_utf8
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 
@@ -28,6 +31,16 @@ def main(argv=None) -> None:
     args = resolve_checkpoint_args(parser, parser.parse_args(argv))
     refuse_overwriting(parser, {"--output": args.output},
                        {"--input": args.input, "--spm": args.spm, **checkpoint_inputs(args)})
+    refuse_below_one(parser, {"--max-tokens": args.max_tokens, "--max-doc-tokens": args.max_doc_tokens,
+                              "--chunk-lines": args.chunk_lines})
+    if not os.path.isfile(args.input):
+        parser.error(f"--input {args.input} " + ("is a directory" if os.path.isdir(args.input) else "does not exist")
+                     + "; give a text file, one sentence or document per line")
+    try:
+        check_utf8(args.input)
+    except TextEncodingError as err:
+        parser.error(str(err))
+    check_sentencepiece(parser, args.spm)
     configure_tool_logging("embed")
     from fairseq_ctx.embedding.embedder import Embedder, embed_file
 

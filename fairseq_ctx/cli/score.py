@@ -4,7 +4,10 @@ Without --context-key: BLEU and chrF by sacreBLEU on detokenized text, printed w
 signature, and COMET when unbabel-comet is installed (the 'comet' extra). Translations come
 from a fairseq-generate output (D- lines, else H-; T- references; S- sources) and/or plain
 files, one sentence per line (--hyp, --ref, --src); sentencepiece pieces are removed as
-fairseq-generate --post-process sentencepiece does.
+fairseq-generate --post-process sentencepiece does. A generate output scored on its own must
+cover its whole split (no sentence id missing, as many hypotheses as its last line says were
+translated): a cut-off output is refused with the counts, or scored with a warning under
+--allow-partial. Empty references are refused.
 
 With --context-key (answer key, one line per test sentence, ``expected|alternative,alternative``
 or empty): sacreBLEU's BLEU of the H- lines as they are (tokenized, like the generated corpus;
@@ -41,6 +44,9 @@ def main(argv=None) -> None:
                         help="COMET model name or local checkpoint (used when unbabel-comet is installed)")
     parser.add_argument("--no-comet", action="store_true", help="skip COMET even when unbabel-comet is installed")
     parser.add_argument("--context-key", help="answer key, one line per test sentence: BLEU + context accuracy")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="score a generate output that does not cover its whole split (cut off, or sentences "
+                             "left out) with a warning giving the counts, instead of refusing it")
     parser.add_argument("--json", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
     refuse_overwriting(parser, {"--json": args.json}, {
@@ -72,11 +78,20 @@ def _context_scores(args: argparse.Namespace) -> dict:
 
 
 def _translation_scores(args: argparse.Namespace) -> dict:
+    warnings = []
+
+    def partial(text: str) -> None:
+        warnings.append(text)
+        print(f"fairseq-ctx-score: warning: {text}", file=sys.stderr)
+
     try:
-        hyps, refs, srcs = load_translations(args.generate_output, args.hyp, args.ref, args.src, args.remove_bpe)
+        hyps, refs, srcs = load_translations(args.generate_output, args.hyp, args.ref, args.src, args.remove_bpe,
+                                             on_partial=partial if args.allow_partial else None)
     except (ValueError, OSError) as err:
         sys.exit(f"fairseq-ctx-score: {err}")
     result = translation_scores(hyps, refs, srcs, args.tokenize, None if args.no_comet else args.comet_model)
+    if warnings:
+        result["partial"] = warnings[0]
     print(result["bleu_line"])
     print(result["chrf_line"])
     if "comet" in result:

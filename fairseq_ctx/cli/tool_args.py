@@ -6,9 +6,10 @@ Also the usage errors every tool shares: an output path that would overwrite an 
 generator's non-empty output directory."""
 import argparse
 import os
-from typing import Dict, Mapping
+from typing import Dict, Mapping, Optional
 
-from fairseq_ctx.core.output_paths import OutputPathError, PathSpec, check_output_dir, check_outputs, split_files
+from fairseq_ctx.core.output_paths import (OutputPathError, PathSpec, check_output_dir, check_outputs, check_writable,
+                                           split_files)
 from fairseq_ctx.core.tool_loading import DEFAULT_CHECKPOINT_FILE
 
 DATA_HELP = ("directory with the dictionaries (default: the checkpoint directory if it holds dict.*.txt, else the "
@@ -46,10 +47,45 @@ def resolve_checkpoint_args(parser: argparse.ArgumentParser, args: argparse.Name
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
-    """The convention plus what the translation tools share: ``--spm`` and ``--batch-size``."""
+    """The convention plus what the translation tools share: ``--spm`` and ``--batch-size``;
+    call :func:`check_model_args` after parsing."""
     add_checkpoint_args(parser)
     parser.add_argument("--spm", help="sentencepiece model applied to the text (and undone on output)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+
+
+def check_model_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Usage errors for the options of :func:`add_model_args`, before any model is loaded."""
+    refuse_below_one(parser, {"--batch-size": args.batch_size})
+    check_sentencepiece(parser, args.spm)
+
+
+def refuse_below_one(parser: argparse.ArgumentParser, sizes: Mapping[str, Optional[int]]) -> None:
+    """Exit with a usage error when one of the ``sizes`` (option → value) is below 1."""
+    for option, value in sizes.items():
+        if value is not None and value < 1:
+            parser.error(f"{option} must be at least 1, got {value}")
+
+
+def check_sentencepiece(parser: argparse.ArgumentParser, model: Optional[str]) -> None:
+    """Exit with a usage error when ``--spm`` is given and is not a readable sentencepiece model."""
+    if model is None:
+        return
+    from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
+
+    try:
+        SentencePieceCodec(model)
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+
+
+def refuse_bad_generation(parser: argparse.ArgumentParser, **sizes) -> None:
+    """Exit with a usage error for decoder sizes that cannot decode (``core.generation_options``)."""
+    from fairseq_ctx.core.generation_options import generation_problems
+
+    problems = generation_problems(**sizes)
+    if problems:
+        parser.error("; ".join(problems))
 
 
 def checkpoint_path(path: str, checkpoint_file: str) -> str:
@@ -72,10 +108,13 @@ def model_inputs(args: argparse.Namespace, *splits: str) -> Dict[str, PathSpec]:
 
 
 def refuse_overwriting(parser: argparse.ArgumentParser, outputs: Mapping[str, PathSpec],
-                       inputs: Mapping[str, PathSpec]) -> None:
-    """Exit with a usage error (status 2) when an output path is one of the inputs or another output."""
+                       inputs: Mapping[str, PathSpec], creates_directories: bool = False) -> None:
+    """Exit with a usage error (status 2) when an output path is one of the inputs or another output,
+    or cannot be written where it is named (a missing directory, unless the tool
+    ``creates_directories``)."""
     try:
         check_outputs(outputs, inputs)
+        check_writable(outputs, creates_directories)
     except OutputPathError as err:
         parser.error(str(err))
 

@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import Iterable, Iterator
 
-from fairseq_ctx.cli.tool_args import add_model_args, load_translator
+from fairseq_ctx.cli.tool_args import add_model_args, check_model_args, load_translator, refuse_bad_generation
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.core.output_paths import stdout_is
 from fairseq_ctx.core.progress import progress
@@ -56,8 +56,8 @@ def main(argv=None) -> None:
                              "--batch-size")
     parser.add_argument("--max-len-b", type=int, default=200)
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error("--batch-size must be at least 1")
+    check_model_args(parser, args)
+    refuse_bad_generation(parser, beam=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
     name = "<stdin>" if args.input == "-" else args.input
     if args.input != "-":
         if stdout_is(args.input):

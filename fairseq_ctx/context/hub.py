@@ -217,7 +217,12 @@ class DocumentTranslator:
         return self.translate_document([sentences])[0]
 
     def translate_document(self, sentences: Sequence[str], batch_size: int = 32) -> List[str]:
-        """Translate one document (a list of sentences, in order) keeping the running context."""
+        """Translate one document (a list of sentences, in order) keeping the running context. A
+        string is refused: iterated, it would be translated character by character."""
+        if isinstance(sentences, str):
+            raise TypeError("translate_document takes a document as a list of sentences, got a string; use "
+                            "translate_document([sentence]) or translate(sentence) for one sentence, or "
+                            "translate_stream(text.splitlines()) for blank-line separated text")
         for number, sentence in enumerate(sentences):
             if not sentence.strip():
                 raise ValueError(f"sentence {number} of the document is empty; a document is a list of "

@@ -61,9 +61,12 @@ class InteractiveDocuments:
         self.document: List[Tuple[int, int, int]] = []  # (key, position, length) of the document's last M lines
         self.position = 0
         self.history: Dict[int, LineHistory] = {}  # by line number in the buffer
+        self.lines_read = 0  # input lines of the buffers read so far
+        self.buffer_start = 0  # input lines before the buffer read last
 
     def read_buffer(self, lines: Sequence[str], tokens: Sequence[torch.Tensor]) -> None:
         """Give every line of the buffer its context (``None`` marks a blank line)."""
+        self.buffer_start, self.lines_read = self.lines_read, self.lines_read + len(lines)
         blank = [not line.strip() for line in lines]
         if self.own_outputs is not None:
             self.history = self._target_history([None if empty else len(source) for source, empty in zip(tokens, blank)])
@@ -138,7 +141,8 @@ class InteractiveDocuments:
         if self.own_outputs is not None:
             positions = [self.history[n].position for n in kept]
             estimates = [self.history[n].target_tokens for n in kept]
-        self.dataset = ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, positions, estimates)
+        self.dataset = ExampleDataset(pair, [pending[n] for n in kept], kept, self.collate, positions, estimates,
+                                      self.buffer_start)
         return self.dataset
 
     def restore_context(self, sample: Dict) -> Dict:

@@ -1,13 +1,19 @@
-"""Checkpoints read by our own code (the hub, the tools, --pretrained-sentence-checkpoint): an
-unreadable file or a checkpoint of another task fails before any model is built, with an error
-that names the file, says what is wrong and how to fix it. Weights-only loading stays on (see
-checkpoint_safety): torch's refusal of a pickle that would run code is passed on unchanged."""
+"""The one checkpoint reader: every checkpoint read by our code (the hub, the tools,
+--pretrained-sentence-checkpoint, the analyses) and, through the hooks of
+``fairseq_checkpoint_hooks``, by stock fairseq (``fairseq-generate``/``-interactive --path``,
+``fairseq-train --restore-file`` / ``--finetune-from-model``) goes through :func:`load_state`.
+Before the file is used, every entry of its torch archive is checked against its CRC (torch
+itself loads a file with overwritten bytes silently), so an unreadable or damaged file or a
+checkpoint of another task fails before any model is built, with an error that names the file,
+says what is wrong and how to fix it. Weights-only loading stays on (see checkpoint_safety):
+torch's refusal of a pickle that would run code is passed on unchanged."""
 import os
 import pickle
 import zipfile
 from typing import Dict, Optional, Sequence, Tuple
 
-from fairseq import checkpoint_utils
+import torch
+from fairseq import checkpoint_utils, utils
 
 
 class CheckpointError(ValueError):
@@ -34,9 +40,9 @@ def describe(error: BaseException, path: str) -> str:
     return f"{type(error).__name__}: {reason}"
 
 
-def unreadable(path: str, purpose: str, error: BaseException) -> str:
+def unreadable(path: str, purpose: str, reason: str) -> str:
     size = os.path.getsize(path) if os.path.exists(path) else 0
-    return (f"{purpose}: cannot read checkpoint {path} ({size} bytes; {describe(error, path)}). "
+    return (f"{purpose}: cannot read checkpoint {path} ({size} bytes; {reason}). "
             f"The file is truncated or corrupt (copied incompletely, or still being written by fairseq-train); "
             f"use another checkpoint of the run (checkpoint_last.pt, checkpoint_best.pt) or copy the file again")
 
@@ -48,9 +54,11 @@ def fairseq_load_checkpoint_to_cpu():
 
 
 def load_state(path: str, purpose: str, arg_overrides: Optional[Dict] = None, load_on_all_ranks: bool = False) -> Dict:
-    """fairseq's ``load_checkpoint_to_cpu``; a damaged file raises :class:`CheckpointError`
-    naming it (without the chained torch error, whose text may advise switching weights-only loading
-    off). torch's refusal of a pickle that would run code is passed on unchanged."""
+    """fairseq's ``load_checkpoint_to_cpu`` of a file that passed :func:`verify`; a damaged file
+    raises :class:`CheckpointError` naming it (without the chained torch error, whose text may
+    advise switching weights-only loading off). torch's refusal of a pickle that would run code is
+    passed on unchanged."""
+    verify(path, purpose)
     try:
         return fairseq_load_checkpoint_to_cpu()(path, arg_overrides, load_on_all_ranks)
     except Exception as error:  # torch/pickle/zip raise many types for a damaged file
@@ -58,13 +66,28 @@ def load_state(path: str, purpose: str, arg_overrides: Optional[Dict] = None, lo
             raise
         if isinstance(error, KeyError) and zipfile.is_zipfile(path):
             raise CheckpointError(not_fairseq(path, purpose, f"fairseq found no {error} entry")) from error
-        raise CheckpointError(unreadable(path, purpose, error)) from None
+        raise CheckpointError(unreadable(path, purpose, describe(error, path))) from None
+
+
+def verify(path: str, purpose: str) -> None:
+    """Check every entry of a local torch archive against its CRC (overwritten or lost bytes),
+    raising :class:`CheckpointError` naming the file. A file that is no zip archive (truncated,
+    random bytes, torch's legacy format) is left to the loader, whose error names it."""
+    if not os.path.isfile(path) or not zipfile.is_zipfile(path):
+        return
+    problem = damage(path)
+    if problem is not None:
+        raise CheckpointError(unreadable(path, purpose, problem))
+
+
+_complete: Dict[str, Tuple[int, int, int]] = {}  # archives that passed the CRC check: path -> (inode, size, mtime)
 
 
 def damage(path: str) -> Optional[str]:
     """Why ``path`` is not a complete checkpoint, or None. A torch zip archive is checked
     entry by entry against its CRCs (this finds truncation and overwritten bytes, which torch
-    itself may load silently); any other file by loading it."""
+    itself may load silently), once while its inode, size and modification time stay the same
+    (the resume check and the load that follows read it once); any other file by loading it."""
     if os.path.getsize(path) == 0:
         return "the file is empty"
     if not zipfile.is_zipfile(path):
@@ -73,12 +96,38 @@ def damage(path: str) -> Optional[str]:
         except Exception as error:
             return describe(error, path)
         return None
+    stat = os.stat(path)
+    key, signature = os.path.realpath(path), (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if _complete.get(key) == signature:
+        return None
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError) as error:
         return f"{type(error).__name__}: {error}"
-    return f"entry {bad} fails its CRC check" if bad else None
+    if bad:
+        return f"entry {bad} fails its CRC check: its bytes changed after the file was written"
+    _complete[key] = signature
+    return None
+
+
+def training_progress(path: str) -> Optional[Tuple[int, int, int]]:
+    """(updates, epoch, iterations into the epoch) a checkpoint was saved at, as fairseq-train
+    stores them in it (``optimizer_history``, ``extra_state["train_iterator"]``), read without
+    loading its tensors (torch's memory map); None for a file that cannot be read. File times
+    say nothing about this: a copy (``cp -r``) gives every file the time of the copy."""
+    for mmap in (True, False):
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        except Exception:  # not a zip archive (mmap needs one), or damaged
+            continue
+        if not isinstance(state, dict):
+            return None
+        history = state.get("optimizer_history") or [{}]
+        iterator = (state.get("extra_state") or {}).get("train_iterator") or {}
+        return (int(history[-1].get("num_updates", 0)), int(iterator.get("epoch", 0)),
+                int(iterator.get("iterations_in_epoch", 0)))
+    return None
 
 
 def read_checkpoint(path: str, purpose: str, arg_overrides: Optional[Dict] = None) -> Dict:
@@ -115,50 +164,95 @@ def check_task(state: Dict, path: str, tasks: Sequence[str], purpose: str) -> No
         )
 
 
-def recorded_data_directory(state: Dict) -> Optional[str]:
-    """The absolute data directory our tasks record when training starts (``core.resumable_task``)."""
+def recorded_task_state(state: Dict) -> Dict:
+    """What our tasks record in a checkpoint (``core.resumable_task``): ``data``, the absolute data
+    directory, and ``dictionaries``, the fingerprints of the source and target dictionaries; empty
+    for checkpoints of other tasks or trained before."""
     from fairseq.tasks import TASK_REGISTRY
 
     task, _ = task_and_arch(state)
     task_class = TASK_REGISTRY.get(task)
     recorded = (state.get("extra_state") or {}).get(task_class.__name__ if task_class else "", {})
-    return recorded.get("data") if isinstance(recorded, dict) else None
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def recorded_data_directory(state: Dict) -> Optional[str]:
+    """The absolute data directory our tasks record when training starts (``core.resumable_task``)."""
+    return recorded_task_state(state).get("data")
+
+
+def stored_data_directory(state: Dict) -> Optional[str]:
+    """``--data`` as fairseq stored it (as given on the command line, possibly relative)."""
+    cfg = state.get("cfg")
+    return cfg.task.get("data") if cfg is not None else getattr(state.get("args"), "data", None)
 
 
 def resolve_data_directory(state: Dict, path: str, purpose: str, arg_overrides: Optional[Dict]) -> None:
     """Without a ``data`` override the task reads its dictionaries from the ``--data`` stored in the
-    checkpoint, which fairseq keeps as given (possibly relative to where training ran). When
-    that is not a directory from here, use the absolute one the task recorded, else stop with
-    an error saying to pass --data."""
+    checkpoint, which fairseq keeps as given. A relative one names another directory (or none)
+    wherever the checkpoint is used from elsewhere, so the absolute directory the task recorded
+    is used instead whenever the stored one is relative or missing; without a record, a missing
+    directory is an error saying to pass --data."""
     if arg_overrides and arg_overrides.get("data"):
         return
-    cfg = state.get("cfg")
-    data = cfg.task.get("data") if cfg is not None else getattr(state.get("args"), "data", None)
-    missing = [d for d in (data or "").split(os.pathsep) if d and not os.path.isdir(d)]
-    if not missing:
-        return
+    data = stored_data_directory(state)
+    parts = [d for d in (data or "").split(os.pathsep) if d]
+    missing = [d for d in parts if not os.path.isdir(d)]
+    relative = any(not os.path.isabs(d) for d in parts)
     recorded = recorded_data_directory(state)
-    if recorded and all(os.path.isdir(d) for d in recorded.split(os.pathsep) if d):
-        if cfg is not None:
-            cfg.task.data = recorded
+    if not recorded:
+        if missing:
+            raise CheckpointError(
+                f"{purpose}: checkpoint {path} was trained with the data directory '{missing[0]}', which is not a "
+                f"directory from here ({os.getcwd()}), and the checkpoint does not record where fairseq-train ran; "
+                f"pass --data DIR (the data directory with the dictionaries)")
+        return
+    if not (missing or relative):
+        return
+    if all(os.path.isdir(d) for d in recorded.split(os.pathsep) if d):
+        if state.get("cfg") is not None:
+            state["cfg"].task.data = recorded
         else:
             state["args"].data = recorded
         return
-    if recorded:
+    if missing:
         raise CheckpointError(
             f"{purpose}: the data directory {recorded} recorded in checkpoint {path} does not exist; pass --data DIR "
             f"(the data directory with the dictionaries)")
-    raise CheckpointError(
-        f"{purpose}: checkpoint {path} was trained with the data directory '{missing[0]}', which is not a directory "
-        f"from here ({os.getcwd()}), and the checkpoint does not record where fairseq-train ran; pass --data DIR "
-        f"(the data directory with the dictionaries)")
+
+
+def check_dictionaries(state: Dict, path: str, purpose: str, dictionaries: Dict[str, object], where: str) -> None:
+    """The ``source`` and ``target`` dictionaries read for checkpoint ``path`` (from ``where``) must
+    be the ones it was trained with, when it records their fingerprints: its embedding rows are
+    indexed by them, so other dictionaries would silently give every row to another word."""
+    from fairseq_ctx.core.resumable_task import dictionary_fingerprint
+
+    recorded = recorded_task_state(state).get("dictionaries") or {}
+    for side, dictionary in dictionaries.items():
+        expected, found = recorded.get(side), dictionary_fingerprint(dictionary)
+        if expected is not None and expected != found:
+            trained = recorded_data_directory(state)
+            raise CheckpointError(
+                f"{purpose}: the {side} dictionary read from {where} is not the one checkpoint {path} was trained with "
+                f"({found.split(':')[0]} symbols here, {expected.split(':')[0]} in training, fingerprints {found} vs "
+                f"{expected}): its embedding rows would belong to other words. Use the dictionaries of the data it was "
+                f"trained on" + (f" ({trained})" if trained else "") + " (pass --data DIR, or copy its dict.*.txt next "
+                f"to the checkpoint)")
 
 
 def load_ensemble(path: str, tasks: Optional[Sequence[str]], purpose: str, arg_overrides: Optional[Dict] = None):
     """``checkpoint_utils.load_model_ensemble_and_task`` for one checkpoint, reading it once and
-    checking first that it is readable and (when ``tasks`` is given) of one of ``tasks``."""
+    checking first that it is readable, (when ``tasks`` is given) of one of ``tasks``, and that
+    the dictionaries its task reads are the ones it was trained with (before any model is built)."""
+    from fairseq import tasks as fairseq_tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
     state = read_checkpoint(path, purpose, arg_overrides)
     if tasks is not None:
         check_task(state, path, tasks, purpose)
     resolve_data_directory(state, path, purpose, arg_overrides)
-    return checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=arg_overrides, state=state)
+    cfg = convert_namespace_to_omegaconf(state["args"]) if state.get("args") is not None else state["cfg"]
+    task = fairseq_tasks.setup_task(cfg.task, from_checkpoint=True)
+    check_dictionaries(state, path, purpose, {"source": task.source_dictionary, "target": task.target_dictionary},
+                       utils.split_paths(cfg.task.data)[0])
+    return checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=arg_overrides, task=task, state=state)

@@ -2,15 +2,21 @@
 nothing runs per training step).
 
 - Writing: every checkpoint file is written atomically and durably (``atomic_checkpoint``).
-- Reading: a truncated, corrupt or empty file given to ``fairseq-generate --path``,
-  ``fairseq-train --restore-file`` (or any fairseq loader) raises the same
+- Reading: a truncated, corrupt, empty or CRC-failing file given to ``fairseq-generate
+  --path``, ``fairseq-interactive --path``, ``fairseq-train --restore-file`` /
+  ``--finetune-from-model`` (or any fairseq loader) raises the same
   :class:`~fairseq_ctx.core.checkpoint_loading.CheckpointError` as our own tools, naming the
-  file, instead of torch's error (which for random bytes advises switching weights-only
-  loading off).
+  file and the option, instead of torch's error (which for random bytes advises switching
+  weights-only loading off) or a model with damaged weights.
 - Resuming: when ``fairseq-train`` resumes from ``checkpoint_last.pt`` (the default
   ``--restore-file``) and that file is damaged, it says so and resumes from the newest
-  complete checkpoint in ``--save-dir``, or stops naming the file and what to do when there is
-  none. Every rank decides from the files alone, so data-parallel ranks agree.
+  complete checkpoint in ``--save-dir`` (newest by the updates stored in it, not by file time),
+  or stops naming the file and what to do when there is none. Every rank decides from the files
+  alone, so data-parallel ranks agree.
+- Re-running a finished command: when the checkpoint training resumes from is already at
+  ``--max-update``, fairseq would train one more update and save it over
+  ``checkpoint_last.pt`` and ``checkpoint_best.pt``; instead the run says so and ends (exit
+  status 0) without training or writing anything.
 - Task settings: ``fairseq-generate`` and ``fairseq-interactive`` build the task from their
   command line, then load ``--path`` into it. A task with ``adopt_checkpoint_settings(task_cfg,
   path)`` is shown the checkpoint's task config first, before any model is built (the file is
@@ -30,7 +36,7 @@ from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
 from fairseq_ctx.core import atomic_checkpoint
-from fairseq_ctx.core.checkpoint_loading import CheckpointError, damage, load_state
+from fairseq_ctx.core.checkpoint_loading import CheckpointError, damage, load_state, training_progress
 from fairseq_ctx.core.wrapping import wrap
 
 logger = logging.getLogger(__name__)
@@ -50,12 +56,15 @@ def loading_for(purpose: str) -> Iterator[None]:
 
 
 def newest_complete_checkpoint(save_dir: str, suffix: str, exclude: str) -> Optional[str]:
-    """The most recently written checkpoint of ``save_dir`` (other than ``exclude``) that passes
-    :func:`damage`, or None."""
+    """The checkpoint of ``save_dir`` (other than ``exclude``) saved at the most updates (then the
+    latest epoch position, then by name) that passes :func:`damage`, or None. The order comes
+    from what each checkpoint stores, not from file times, which a copy of the directory resets."""
     pattern = re.compile(r"checkpoint.*" + re.escape(suffix) + r"\.pt$")
     candidates = [os.path.join(save_dir, name) for name in os.listdir(save_dir) if pattern.fullmatch(name)]
     candidates = [path for path in candidates if os.path.isfile(path) and not os.path.samefile(path, exclude)]
-    for path in sorted(candidates, key=lambda p: (os.path.getmtime(p), p), reverse=True):
+    progress = {path: training_progress(path) for path in candidates}
+    readable = [path for path in candidates if progress[path] is not None]
+    for path in sorted(readable, key=lambda p: (progress[p], p), reverse=True):
         if damage(path) is None:
             return path
     return None
@@ -100,10 +109,18 @@ def _load_checkpoint(original, cfg, trainer, **passthrough_args):
         raise CheckpointError(
             f"fairseq-train --restore-file: checkpoint {restore} does not exist (fairseq would silently train "
             f"from scratch); pass an existing checkpoint, or leave --restore-file out to resume from {last}")
+    finetune = (cfg.finetune_from_model is not None and cfg.restore_file == DEFAULT_RESTORE_FILE
+                and not PathManager.exists(last))
+    if finetune and not PathManager.isfile(cfg.finetune_from_model):
+        raise CheckpointError(
+            f"fairseq-train --finetune-from-model: checkpoint {cfg.finetune_from_model} does not exist; pass the "
+            f"checkpoint of the pretrained model (e.g. its checkpoint_best.pt)")
     problem = damage(last) if cfg.restore_file == DEFAULT_RESTORE_FILE and os.path.isfile(last) else None
     if problem is None:
-        with loading_for("fairseq-train --restore-file"):
-            return original(cfg, trainer, **passthrough_args)
+        purpose = "fairseq-train --finetune-from-model" if finetune else "fairseq-train --restore-file"
+        source = last if cfg.restore_file == DEFAULT_RESTORE_FILE else restore
+        with loading_for(purpose):
+            return stop_if_finished(original(cfg, trainer, **passthrough_args), source, trainer)
     fallback = newest_complete_checkpoint(cfg.save_dir, suffix, exclude=last)
     if fallback is None:
         raise CheckpointError(
@@ -122,9 +139,25 @@ def _load_checkpoint(original, cfg, trainer, **passthrough_args):
         cfg.finetune_from_model = None  # fairseq ignores it when checkpoint_last.pt exists
         try:
             with loading_for("fairseq-train --restore-file"):
-                return original(cfg, trainer, **passthrough_args)
+                return stop_if_finished(original(cfg, trainer, **passthrough_args), fallback, trainer)
         finally:
             cfg.restore_file, cfg.finetune_from_model = saved
+
+
+def stop_if_finished(loaded, checkpoint: str, trainer):
+    """``loaded`` (fairseq's ``load_checkpoint`` result, read from ``checkpoint``), unless the run
+    is already at ``--max-update``: fairseq checks that only after the next update, so a finished
+    command run again would train one more update and overwrite checkpoint_last.pt and
+    checkpoint_best.pt. Then the run ends here with exit status 0, having trained and written
+    nothing."""
+    max_update = trainer.cfg.optimization.max_update
+    updates = trainer.get_num_updates()
+    if max_update and updates >= max_update:
+        logger.info(f"fairseq-train: {checkpoint} is already at {updates} updates, --max-update {max_update}: "
+                    f"training is finished, nothing is trained or written. Raise --max-update to train further, or "
+                    f"give another --save-dir to train anew")
+        raise SystemExit(0)
+    return loaded
 
 
 def install() -> None:

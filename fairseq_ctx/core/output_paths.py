@@ -1,7 +1,9 @@
 """No tool writes over one of its inputs: every output path is compared with every input as a
 file (``os.path.samefile``: symbolic links, hard links and relative spellings of one file are the
 same file), and the corpus generators refuse a directory that already holds files unless
-``--overwrite`` is given. Checked right after argument parsing, before any model is loaded."""
+``--overwrite`` is given. Every output must also be writable where it is named (an existing,
+writable directory; not a directory itself), so that no result is lost after the work is done.
+Checked right after argument parsing, before any model is loaded."""
 import fnmatch
 import os
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -48,6 +50,22 @@ def check_outputs(outputs: Mapping[str, PathSpec], inputs: Mapping[str, PathSpec
                 raise OutputPathError(
                     f"{label_a} {path_a} and {label_b} {path_b} are the same file; give each output its own path"
                 )
+
+
+def check_writable(outputs: Mapping[str, PathSpec], creates_directories: bool = False) -> None:
+    """Raise :class:`OutputPathError` when an output names a directory, or lies in a directory that
+    does not exist (unless the tool ``creates_directories``) or cannot be written."""
+    for label, path in _flatten(outputs):
+        if os.path.isdir(path):
+            raise OutputPathError(f"{label} {path} is a directory; give the name of the file to write")
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            if creates_directories:
+                continue
+            raise OutputPathError(f"{label} {path}: the directory {directory} does not exist; create it first "
+                                  f"(mkdir -p {directory}) or choose another path")
+        if not os.access(directory, os.W_OK):
+            raise OutputPathError(f"{label} {path}: the directory {directory} is not writable; choose another path")
 
 
 def data_files(directory: Optional[str], patterns: Iterable[str]) -> List[str]:

@@ -12,19 +12,46 @@ here builds its reusable iterator with the batches of epoch 1, exactly as the un
 did. Iterators that fairseq rebuilds every epoch (``has_sharded_data``, e.g. multilingual pair
 re-sampling) are made with their own epoch in both runs and need nothing.
 
-Data directory. fairseq stores ``--data`` as given; a relative one breaks every tool run from
-another directory, and fairseq records no working directory. The task records the absolute data
-directory (resolved when training starts) through fairseq's task hook ``get_checkpoint_dict``, in
-``extra_state[<task class name>]["data"]``; ``core.checkpoint_loading`` uses it.
+Data directory and dictionaries. fairseq stores ``--data`` as given; a relative one breaks every
+tool run from another directory (or, worse, names another directory there), and fairseq records
+no working directory. The task records, through fairseq's task hook ``get_checkpoint_dict``, in
+``extra_state[<task class name>]``: ``data``, the absolute data directory (resolved when
+training starts), and ``dictionaries``, a fingerprint of the source and target dictionaries
+the model's embedding rows follow (:func:`dictionary_fingerprint`); ``core.checkpoint_loading``
+uses the one to find the dictionaries and the other to check that they are the ones the model
+was trained with.
+
+Sharded decoding. ``fairseq-generate --num-shards N --shard-id K`` is documented to decode one
+of N shards of the split, but fairseq-generate passes the number of processes (and the rank) to
+``get_batch_iterator`` instead, so every shard decoded the whole split. The tasks read the two
+options from fairseq's configuration and shard the batches of a run that decodes or evaluates a
+checkpoint (``--path`` given) accordingly.
+
+Decoder sizes. ``build_generator`` refuses a beam, n-best list or length limit that cannot
+decode (``core.generation_options``) before fairseq-generate, fairseq-interactive or the hub
+decodes anything.
 """
+import hashlib
 import inspect
+import logging
 import os
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from fairseq.file_io import PathManager
 from fairseq.tasks import FairseqTask
+from omegaconf import OmegaConf
 
+from fairseq_ctx.core.generation_options import check_generation_options
+
+logger = logging.getLogger(__name__)
 _BATCH_ITERATOR_SIGNATURE = inspect.signature(FairseqTask.get_batch_iterator)
+
+
+def dictionary_fingerprint(dictionary) -> str:
+    """``{symbols}:{sha256 of the symbols in order, 16 hex digits}``: two dictionaries with the
+    same fingerprint map every symbol to the same embedding row."""
+    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()[:16]
+    return f"{len(dictionary)}:{digest}"
 
 
 def absolute_data_path(data: str) -> str:
@@ -36,19 +63,46 @@ def absolute_data_path(data: str) -> str:
 
 
 class ResumableTask:
-    """Mixin placed before fairseq's task class: ``class MyTask(ResumableTask, TranslationTask)``."""
+    """Mixin of our tasks, placed before fairseq's task class: ``class MyTask(ResumableTask,
+    TranslationTask)``."""
 
     def __init__(self, cfg, *args, **kwargs):
         super().__init__(cfg, *args, **kwargs)
         self.absolute_data = absolute_data_path(cfg.data) if getattr(cfg, "data", None) else None
 
-    def get_checkpoint_dict(self) -> Dict[str, Dict[str, Optional[str]]]:
-        return {type(self).__name__: {"data": self.absolute_data}}
+    def get_checkpoint_dict(self) -> Dict[str, Dict[str, object]]:
+        dictionaries = {"source": dictionary_fingerprint(self.source_dictionary),
+                        "target": dictionary_fingerprint(self.target_dictionary)}
+        return {type(self).__name__: {"data": self.absolute_data, "dictionaries": dictionaries}}
+
+    def build_generator(self, models, args, *rest, **kwargs):
+        """fairseq's generator, once its sizes are checked (:func:`check_generation_options`)."""
+        check_generation_options(args)
+        return super().build_generator(models, args, *rest, **kwargs)
+
+    def decoding_shards(self) -> Tuple[int, int]:
+        """(--num-shards, --shard-id) of a run that decodes or evaluates a checkpoint (--path
+        given, as for fairseq-generate), else (1, 0). Read from the configuration the task
+        options belong to (fairseq keeps it as their parent)."""
+        root = self.cfg._get_parent() if OmegaConf.is_config(self.cfg) else None
+        if root is None or not OmegaConf.select(root, "common_eval.path", default=None):
+            return 1, 0
+        shards = OmegaConf.select(root, "dataset.num_shards", default=1) or 1
+        shard = OmegaConf.select(root, "dataset.shard_id", default=0) or 0
+        if shards < 1 or not 0 <= shard < shards:
+            raise ValueError(f"--shard-id {shard} must be one of 0..{shards - 1} (--num-shards {shards})")
+        return shards, shard
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         call = _BATCH_ITERATOR_SIGNATURE.bind(self, dataset, *args, **kwargs)
         call.apply_defaults()
         options = {name: value for name, value in call.arguments.items() if name != "self"}
+        shards, shard = self.decoding_shards()
+        if shards > 1:
+            options["shard_id"] = shard * options["num_shards"] + options["shard_id"]
+            options["num_shards"] *= shards
+            logger.info(f"--num-shards {shards} --shard-id {shard}: decoding batches {options['shard_id']}, "
+                        f"{options['shard_id'] + options['num_shards']}, ... of the split")
         epoch = options["epoch"]
         reusable = (not options["disable_iterator_cache"] and not options["update_epoch_batch_itr"]
                     and self.can_reuse_epoch_itr(dataset))

@@ -6,9 +6,10 @@ BLEU, chrF and COMET are computed on detokenized text: hypotheses from the ``D-`
 ``fairseq-generate`` (``H-`` when there are none), references from ``T-`` lines or a plain
 file, sentencepiece pieces removed as ``fairseq-generate --post-process sentencepiece`` does.
 """
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from fairseq_ctx.core.generate_output import read_generate_lines, read_generate_output
+from fairseq_ctx.core.generate_output import read_generate
+from fairseq_ctx.core.text_input import read_utf8_lines
 
 PIECE = "\u2581"
 REMOVE_BPE = ("auto", "sentencepiece", "subword_nmt", "none")
@@ -37,11 +38,22 @@ def remove_bpe(lines: Sequence[str], symbol: str = "auto") -> List[str]:
 
 
 def _read_lines(path: str, option: str) -> List[str]:
-    with open(path, encoding="utf-8") as handle:
-        lines = [line.rstrip("\n") for line in handle]
+    lines = read_utf8_lines(path)
     if not lines:
         raise ScoringInputError(f"{option} {path} is empty; it needs one sentence per line")
     return lines
+
+
+def check_references(references: Sequence[str], name: str, numbers: Optional[Sequence[int]] = None) -> None:
+    """A reference must have words: an empty one (a blank line, a ``T-`` line without text) is
+    scored as a sentence nobody can match, which lowers BLEU without any sign. ``numbers`` name
+    the sentences (default: line numbers)."""
+    empty = [i for i, reference in enumerate(references) if not reference.strip()]
+    if empty:
+        where = f"sentence {numbers[empty[0]]}" if numbers is not None else f"line {empty[0] + 1}"
+        raise ScoringInputError(f"{name}: {len(empty)} of its {len(references)} references are empty (first: {where}); "
+                                f"an empty reference cannot be matched by any translation. Remove those sentences "
+                                f"(with their hypotheses and sources) or give their references")
 
 
 def _in_id_order(texts: Dict[int, str], ids: List[int], path: str, kind: str, fix: str) -> List[str]:
@@ -52,13 +64,20 @@ def _in_id_order(texts: Dict[int, str], ids: List[int], path: str, kind: str, fi
     return [texts[i] for i in ids]
 
 
-def _from_generate_output(path: str, need_refs: bool, need_sources: bool,
-                          aligned_to_files: bool) -> Translations:
-    lines = read_generate_lines(path)
+def _from_generate_output(path: str, need_refs: bool, need_sources: bool, aligned_to_files: bool,
+                          on_partial: Optional[Callable[[str], None]]) -> Translations:
+    output = read_generate(path)
+    lines = output.lines
     hypotheses = lines["D"] or lines["H"]
     if not hypotheses:
         raise ScoringInputError(f"{path} has no D- or H- lines; is it fairseq-generate output?")
     ids = sorted(hypotheses)
+    incomplete = None if aligned_to_files else output.incomplete()
+    if incomplete is not None:
+        if on_partial is None:
+            raise ScoringInputError(f"{incomplete}. Score the output of a complete run, or pass --allow-partial to "
+                                    f"score the {len(ids)} sentences present")
+        on_partial(f"{incomplete}; scoring the {len(ids)} sentences present (--allow-partial)")
     if aligned_to_files and ids != list(range(len(ids))):
         raise ScoringInputError(f"{path} has hypotheses for {len(ids)} sentence ids, not for every id 0..{max(ids)}; "
                                 f"translate the whole split (fairseq-generate --required-batch-size-multiple 1, "
@@ -68,16 +87,21 @@ def _from_generate_output(path: str, need_refs: bool, need_sources: bool,
     if need_refs:
         refs = _in_id_order(lines["T"], ids, path, "T", "give the references with --ref, or generate on a split "
                                                         "that has targets")
+        check_references(refs, path, ids)
     if need_sources and lines["S"]:
         sources = _in_id_order(lines["S"], ids, path, "S", "give the sources with --src")
     return [hypotheses[i] for i in ids], refs, sources
 
 
 def load_translations(generate_output: Optional[str] = None, hyp: Optional[str] = None, ref: Optional[str] = None,
-                      src: Optional[str] = None, symbol: str = "auto") -> Translations:
+                      src: Optional[str] = None, symbol: str = "auto",
+                      on_partial: Optional[Callable[[str], None]] = None) -> Translations:
     """(hypotheses, references, sources or None), detokenized and aligned, from a
     ``fairseq-generate`` output and/or plain files (``--hyp``, ``--ref``, ``--src``, one
-    sentence per line); plain files take the place of the output's lines of that kind."""
+    sentence per line); plain files take the place of the output's lines of that kind. A
+    generate output that does not cover its split (cut off, sentences left out) is an error, or,
+    with ``on_partial``, scored as it is after ``on_partial`` is told what is missing; an empty
+    reference is an error."""
     if (generate_output is None) == (hyp is None):
         raise ScoringInputError("give either a fairseq-generate output or --hyp (a file of hypotheses), not both")
     if hyp is not None:
@@ -87,10 +111,11 @@ def load_translations(generate_output: Optional[str] = None, hyp: Optional[str] 
         counts = [(f"--hyp {hyp}", len(hyps))]
     else:
         hyps, refs, sources = _from_generate_output(generate_output, ref is None, src is None,
-                                                    aligned_to_files=bool(ref or src))
+                                                    aligned_to_files=bool(ref or src), on_partial=on_partial)
         counts = [(generate_output, len(hyps))]
     if ref is not None:
         refs = _read_lines(ref, "--ref")
+        check_references(refs, f"--ref {ref}")
         counts.append((f"--ref {ref}", len(refs)))
     if src is not None:
         sources = _read_lines(src, "--src")
@@ -241,24 +266,41 @@ def context_accuracy(hyps: Dict[int, str], key_lines: List[str]) -> ContextAccur
     return ContextAccuracy(correct / total if total else 0.0, correct, total, undetermined, rule)
 
 
+def whole_split(generate_output: str) -> Tuple[Dict[int, str], List[int], List[str]]:
+    """(``H-`` hypotheses by id, ids in order, ``T-`` references in that order) of a generate output
+    that covers its whole split and has a non-empty reference for every sentence, else a
+    :class:`ScoringInputError` saying what is missing."""
+    output = read_generate(generate_output)
+    hyps = output.lines["H"]
+    if not hyps:
+        raise ScoringInputError(f"{generate_output} has no H- lines; is it fairseq-generate output?")
+    incomplete = output.incomplete()
+    if incomplete is not None:
+        raise ScoringInputError(f"{incomplete}. Score the output of a complete run")
+    ids = sorted(hyps)
+    references = _in_id_order(output.lines["T"], ids, generate_output, "T", "generate on a split that has targets")
+    check_references(references, generate_output, ids)
+    return hyps, ids, references
+
+
+def read_answer_key(path: str, sentences: int, generate_output: str) -> List[str]:
+    """The answer key's lines, one per sentence of the split."""
+    key_lines = read_utf8_lines(path)
+    if len(key_lines) != sentences:
+        raise ScoringInputError(
+            f"{generate_output} has {sentences} hypotheses but {path} has {len(key_lines)} lines; the answer key needs "
+            f"one line per sentence of the split (empty for a sentence that does not depend on context)")
+    return key_lines
+
+
 def score(generate_output: str, context_key: str, tokenize: Optional[str] = None) -> Dict:
     """sacreBLEU's BLEU of the ``H-`` lines against the ``T-`` lines as they are (tokenized text, as
     the generated corpus is: sacreBLEU's detokenization note is off), with its signature, and the
-    context accuracy of the answer key."""
-    hyps, refs = read_generate_output(generate_output)
-    if not hyps:
-        raise ValueError(f"{generate_output} has no H- lines; is it fairseq-generate output?")
-    ids = sorted(hyps)
+    context accuracy of the answer key; the output must cover its whole split (:func:`whole_split`)."""
+    hyps, ids, references = whole_split(generate_output)
     bleu, _ = sacrebleu_metrics(tokenize, force=True)
-    bleu_score = bleu.corpus_score([hyps[i] for i in ids], [[refs.get(i, "") for i in ids]])
-    with open(context_key, encoding="utf-8") as handle:
-        key_lines = handle.read().splitlines()
-    if len(ids) != len(key_lines) or max(ids) >= len(key_lines):
-        raise ValueError(
-            f"{generate_output} has {len(ids)} hypotheses but {context_key} has {len(key_lines)} lines; "
-            f"translate the whole split (fairseq-generate --required-batch-size-multiple 1 keeps every sentence)"
-        )
-    accuracy = context_accuracy(hyps, key_lines)
+    bleu_score = bleu.corpus_score([hyps[i] for i in ids], [references])
+    accuracy = context_accuracy(hyps, read_answer_key(context_key, len(ids), generate_output))
     signature = str(bleu.get_signature())
     return {"bleu": bleu_score.score, "bleu_signature": signature,
             "bleu_line": bleu_score.format(signature=signature), "context_accuracy": accuracy.accuracy,

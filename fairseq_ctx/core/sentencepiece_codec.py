@@ -4,6 +4,10 @@ import os
 from typing import List
 
 
+class SentencePieceModelError(ValueError):
+    """A file given as a sentencepiece model that is not one."""
+
+
 class SentencePieceCodec:
     """A sentencepiece model (Kudo and Richardson 2018) applied to whole lines."""
 
@@ -13,7 +17,12 @@ class SentencePieceCodec:
                                     f"written by spm_train (--spm)")
         import sentencepiece
 
-        self.processor = sentencepiece.SentencePieceProcessor(model_file=model_file)
+        try:
+            self.processor = sentencepiece.SentencePieceProcessor(model_file=model_file)
+        except RuntimeError as err:  # sentencepiece's only error for a file it cannot parse
+            raise SentencePieceModelError(
+                f"sentencepiece model {model_file} is not a sentencepiece model ({err}); pass the .model file written "
+                f"by spm_train (--spm), not its .vocab or a text file") from None
 
     def encode(self, line: str) -> str:
         return " ".join(self.processor.encode(line.strip(), out_type=str))

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import sacrebleu
 
-from fairseq_ctx.core.scoring import context_accuracy, read_generate_output
+from fairseq_ctx.core.scoring import context_accuracy, read_answer_key, whole_split
 from fairseq_ctx.multisource.data.feature_file import feature_path, ids_path, open_features
 
 
@@ -99,12 +99,10 @@ def decode(data: str, options: DecodeOptions, key: Optional[str] = None) -> Dict
         output = os.path.join(tmp, "generate.out")
         with open(output, "w", encoding="utf-8") as handle:
             handle.write(result.stdout)
-        hyps, refs = read_generate_output(output)
-    ids = sorted(hyps)
-    scores = {"bleu": sacrebleu.corpus_bleu([hyps[i] for i in ids], [[refs.get(i, "") for i in ids]]).score}
+        hyps, ids, references = whole_split(output)
+    scores = {"bleu": sacrebleu.corpus_bleu([hyps[i] for i in ids], [references]).score}
     if key:
-        with open(key, encoding="utf-8") as handle:
-            scores["accuracy"] = context_accuracy(hyps, handle.read().splitlines())[0]
+        scores["accuracy"] = context_accuracy(hyps, read_answer_key(key, len(ids), "fairseq-generate's output"))[0]
     return scores
 
 

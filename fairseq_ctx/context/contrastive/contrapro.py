@@ -14,7 +14,8 @@ import os
 from typing import Any, Dict, List, Optional
 
 from fairseq_ctx.context.contrastive.example import (Candidate, ContrastiveExample, ContrastiveInputError,
-                                                     check_same_length, load_json, read_lines, strip_missing)
+                                                     check_same_length, is_integer, load_json, read_lines,
+                                                     strip_missing)
 
 EXTRACT_HINT = ("write them with ContraPro's conversion_scripts/json2text_and_context.pl --source {src} "
                 "--target {tgt} --dir DOCUMENTS --json {json} --context N (it writes into the current directory; "
@@ -40,7 +41,7 @@ def check_entry(json_path: str, number: int, entry: Any) -> None:
     if not errors or not well_formed:
         raise ContrastiveInputError(f"{where}: 'errors' must be a non-empty list of objects with a 'contrastive' "
                                     f"translation")
-    if not isinstance(entry["ante distance"], int):
+    if not is_integer(entry["ante distance"]):
         raise ContrastiveInputError(f"{where}: 'ante distance' must be an integer, got {entry['ante distance']!r}")
 
 

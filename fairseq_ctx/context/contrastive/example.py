@@ -1,9 +1,12 @@
 """What every importer produces: contrastive examples with source- and target-side context,
-and the shared file-reading helpers that name the file and line of malformed input."""
+the shared file-reading helpers that name the file and line of malformed input, and the check
+every set passes before it is scored (:func:`check_examples`)."""
 import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
+
+from fairseq_ctx.core.text_input import TextEncodingError, read_utf8_lines
 
 
 class ContrastiveInputError(ValueError):
@@ -44,22 +47,48 @@ class ContrastiveExample:
 
 
 def read_lines(path: str) -> List[str]:
-    """Lines of a UTF-8 text file without their line ends; a missing file is an input error."""
+    """Lines of a UTF-8 text file without their line ends; a missing file, or bytes that are not
+    UTF-8 (named by line and byte offset), are input errors."""
     if not os.path.isfile(path):
         raise ContrastiveInputError(f"{path}: no such file")
-    with open(path, encoding="utf-8") as handle:
-        return [line.rstrip("\r\n") for line in handle]
+    try:
+        return read_utf8_lines(path)
+    except TextEncodingError as err:
+        raise ContrastiveInputError(str(err)) from None
 
 
 def load_json(path: str) -> Any:
     """Parse a JSON test set; a syntax error names the file, line and column."""
-    if not os.path.isfile(path):
-        raise ContrastiveInputError(f"{path}: no such file")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return json.load(handle)
-        except json.JSONDecodeError as err:
-            raise ContrastiveInputError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+    text = "\n".join(read_lines(path))
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ContrastiveInputError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+
+
+def is_integer(value: Any) -> bool:
+    """An integer of the JSON, not a boolean (Python's ``True`` is an ``int``: ``true`` would read as 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_examples(examples: Sequence[ContrastiveExample]) -> None:
+    """Every example needs a non-empty source sentence and non-empty candidates: an empty
+    candidate gets a score (the log-probability of ``</s>`` alone) that can beat a real
+    translation, and an empty source makes the comparison meaningless."""
+    problems = []
+    for example in examples:
+        if not example.source.strip():
+            problems.append(f"{example.origin}: the source sentence is empty")
+        elif not example.correct.target.strip():
+            problems.append(f"{example.origin}: the correct translation is empty")
+        elif any(not candidate.target.strip() for candidate in example.contrastive):
+            problems.append(f"{example.origin}: a contrastive translation is empty")
+    if problems:
+        raise ContrastiveInputError(
+            f"{problems[0]}; {len(problems)} of the {len(examples)} examples have an empty source or candidate"
+            + (f" (also {'; '.join(problems[1:3])}{', …' if len(problems) > 3 else ''})" if len(problems) > 1 else "")
+            + ". Every example needs a non-empty source sentence and non-empty candidate translations: fix or remove "
+              "those entries")
 
 
 def check_same_length(columns: Dict[str, Sequence[str]], what: str) -> int:

@@ -5,7 +5,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from fairseq_ctx.context.contrastive.contrapro import read_contrapro
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
-from fairseq_ctx.context.contrastive.example import ContrastiveExample, ContrastiveInputError
+from fairseq_ctx.context.contrastive.example import ContrastiveExample, ContrastiveInputError, check_examples
 from fairseq_ctx.context.contrastive.plain import read_contrastive_set
 from fairseq_ctx.context.contrastive.scat import read_scat
 from fairseq_ctx.context.contrastive.voita import read_voita
@@ -18,9 +18,9 @@ def read_set(fmt: str, inputs: Sequence[str] = (), text_dir: Optional[str] = Non
              target_lang: Optional[str] = None, source: Optional[str] = None, reference: Optional[str] = None,
              contrastive: Sequence[str] = (), context: Sequence[str] = (),
              categories: Optional[str] = None) -> Tuple[List[ContrastiveExample], List[str]]:
-    """Examples (of every input file, in order) and the ``file:line`` of skipped lines.
-    ``source`` … ``categories`` are the files of ``--format plain``; ``inputs`` … ``target_lang``
-    locate a published set."""
+    """Examples (of every input file, in order) and the ``file:line`` of skipped lines, each example
+    checked by :func:`check_examples`. ``source`` … ``categories`` are the files of ``--format
+    plain``; ``inputs`` … ``target_lang`` locate a published set."""
     if fmt not in FORMATS:
         raise ContrastiveInputError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
     plain_files = source or reference or contrastive or context or categories
@@ -30,7 +30,9 @@ def read_set(fmt: str, inputs: Sequence[str] = (), text_dir: Optional[str] = Non
                                         "--categories); --input, --text-dir and the languages are for published sets")
         if not (source and reference):
             raise ContrastiveInputError("--format plain needs --source, --reference and --contrastive")
-        return read_contrastive_set(source, reference, contrastive, context, categories), []
+        examples = read_contrastive_set(source, reference, contrastive, context, categories)
+        check_examples(examples)
+        return examples, []
     if plain_files:
         raise ContrastiveInputError(f"--source, --reference, --contrastive, --context and --categories are for "
                                     f"--format plain; --format {fmt} reads --input")
@@ -57,4 +59,5 @@ def read_set(fmt: str, inputs: Sequence[str] = (), text_dir: Optional[str] = Non
             skipped.extend(missed)
     if not examples:
         raise ContrastiveInputError(f"no contrastive example in {', '.join(inputs)}")
+    check_examples(examples)
     return examples, skipped

@@ -14,7 +14,7 @@ import os
 from typing import Any, List, Optional, Tuple
 
 from fairseq_ctx.context.contrastive.example import (Candidate, ContrastiveExample, ContrastiveInputError,
-                                                     check_same_length, load_json, read_lines)
+                                                     check_same_length, is_integer, load_json, read_lines)
 
 SEPARATOR = "_eos"
 
@@ -39,7 +39,7 @@ def check_group(json_path: str, number: int, group: Any) -> None:
         raise ContrastiveInputError(f"{where}: needs 'src' (a string) and 'dst' (a list of at least two candidate "
                                     f"strings)")
     index = group.get("true_ind")
-    if not isinstance(index, int) or not 0 <= index < len(group["dst"]):
+    if not is_integer(index) or not 0 <= index < len(group["dst"]):
         raise ContrastiveInputError(f"{where}: 'true_ind' must index one of its {len(group['dst'])} candidates, "
                                     f"got {index!r}")
 

@@ -48,6 +48,9 @@ class ContextTranslationDataset(LanguagePairWrapper):
     decoding with its own previous output, finds it translated in an earlier batch.
     """
 
+    EXTRA_TOKENS = "context sentences"
+    SMALLER_EXTRA = ", or lower --context-size / --target-context-size / --max-context-tokens"
+
     def __init__(
         self,
         pair: LanguagePairDataset,
@@ -63,6 +66,7 @@ class ContextTranslationDataset(LanguagePairWrapper):
     ):
         super().__init__(pair)
         assert len(doc_codes) == len(pair), "docids were validated against the split"
+        self.split = split
         self.context_size = context_size
         self.boc_index = boc_index
         self.max_context_tokens = max_context_tokens
@@ -116,6 +120,9 @@ class ContextTranslationDataset(LanguagePairWrapper):
         than ``max_context_tokens`` with their ``<boc>``."""
         used_as_context = (self.later_in_document > 0) & (context_size > 0)
         return int(((sizes + 1 > self.max_context_tokens) & used_as_context).sum())
+
+    def describe(self, index: int) -> str:
+        return f"sentence {index} of split '{self.split}' (line {index + 1} of its text)"
 
     def context_sentence(self, index: int) -> torch.Tensor:
         return context_sentence(self.pair.src[index], self.boc_index, self.eos_index, self.max_context_tokens)

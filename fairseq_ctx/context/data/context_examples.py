@@ -148,13 +148,19 @@ class ExampleDataset(LanguagePairWrapper):
     (each line's position in its document) the lines are ordered by (position, length), so
     that a line is decoded after the previous lines of its document (target context).
     The token budget counts each line's context sentences and ``target_context_tokens`` (the
-    tokens its target context is expected to have, when that context is made later)."""
+    tokens its target context is expected to have, when that context is made later).
+    ``first_line``: the lines of the input read before this buffer (errors name input lines)."""
+
+    EXTRA_TOKENS = "context (previous lines of its document, and their translations)"
+    SMALLER_EXTRA = ", or lower --context-size / --target-context-size / --max-context-tokens"
 
     def __init__(self, pair: LanguagePairDataset, examples: Sequence[Example], line_numbers: Sequence[int],
-                 collate: ExampleCollater, positions: Optional[Sequence[int]] = None, target_context_tokens: Optional[Sequence[int]] = None):
+                 collate: ExampleCollater, positions: Optional[Sequence[int]] = None,
+                 target_context_tokens: Optional[Sequence[int]] = None, first_line: int = 0):
         super().__init__(pair)
         self.examples = list(examples)
         self.line_numbers = list(line_numbers)
+        self.first_line = first_line
         self.collate = collate
         self.collated: deque = deque()
         self.positions = None if positions is None else np.asarray(positions, dtype=np.int64)
@@ -167,6 +173,9 @@ class ExampleDataset(LanguagePairWrapper):
 
     def __getitem__(self, index: int) -> Dict:
         return {"id": index}
+
+    def describe(self, index: int) -> str:
+        return f"input line {self.first_line + self.line_numbers[index] + 1}"
 
     def extra_tokens(self, indices: np.ndarray) -> np.ndarray:
         return self.context_sizes[indices]

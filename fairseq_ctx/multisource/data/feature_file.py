@@ -36,6 +36,10 @@ def open_features(path: str) -> np.ndarray:
         raise FeatureInputError(f"feature file {path} has shape {array.shape}; expected (n, d) or (n, R, d)")
     if array.dtype not in FEATURE_DTYPES:
         raise FeatureInputError(f"feature file {path} has dtype {array.dtype}; save it as float16 or float32")
+    if array.shape[-1] == 0 or (array.ndim == 3 and array.shape[1] == 0):
+        empty = "regions" if array.ndim == 3 and array.shape[1] == 0 else "feature dimension"
+        raise FeatureInputError(f"feature file {path} has shape {array.shape}: its rows have 0 {empty}, so they hold "
+                                f"no features; extract the features again (shape (n, d) or (n, R, d) with R, d >= 1)")
     return array
 
 

@@ -18,6 +18,8 @@ class MultimodalTranslationDataset(LanguagePairWrapper):
     - extra text sources: token ids (B, L), padded like the primary source.
     """
 
+    EXTRA_TOKENS = "extra source sentences"
+
     def __init__(self, pair: LanguagePairDataset, features: Dict[str, FeatureFile], extra_sources: Dict[str, object]):
         super().__init__(pair)
         self.features = features
