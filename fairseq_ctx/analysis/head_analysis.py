@@ -72,6 +72,19 @@ def head_statistics(heads: np.ndarray) -> dict:
     }
 
 
+PLOTS_MISSING = 'heatmaps skipped: matplotlib is not installed (pip install "fairseq-ctx[plots]")'
+
+
+def plots_available() -> bool:
+    """Whether matplotlib can be imported; when not, says once that the heatmaps are skipped."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        logging.getLogger(__name__).warning(PLOTS_MISSING)
+        return False
+    return True
+
+
 def heatmaps(panels: Dict[str, np.ndarray], title: str, path: str, xlabel: str, ylabel: str) -> None:
     import matplotlib
 
@@ -121,9 +134,11 @@ def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], task, split:
     """Write ``heads.csv``, ``heads.json`` and ``heads_<tag>.png`` (head × head heatmaps, one panel
     per module) to ``output_dir`` and, for two models, ``layers.csv``/``layers.json`` and
     ``layers_<kind>.png`` (layer × layer of the same module kind, the whole layer output = all
-    heads concatenated). Returns the mean inter-head CKA over the modules of each tag."""
+    heads concatenated); the pictures only where matplotlib is installed. Returns the mean
+    inter-head CKA over the modules of each tag."""
     os.makedirs(output_dir, exist_ok=True)
     collected = collect(models, task, split, batch_size, max_positions)
+    plots = plots_available()
     rows, report = [], {}
     for tag, heads_by_module in zip(tags, collected):
         report[tag] = {}
@@ -133,8 +148,9 @@ def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], task, split:
             rows.append({"model": tag, "module": name, "kind": module_kind(name), "layer": layer_index(name),
                          "heads": stats["heads"], "positions": stats["positions"],
                          "mean_cka": round(stats["mean_cka"], 4), "mean_svcca": round(stats["mean_svcca"], 4)})
-        heatmaps({n: np.array(s["cka"]) for n, s in report[tag].items()}, f"inter-head CKA — {tag}",
-                 os.path.join(output_dir, f"heads_{tag}.png"), "head", "head")
+        if plots:
+            heatmaps({n: np.array(s["cka"]) for n, s in report[tag].items()}, f"inter-head CKA — {tag}",
+                     os.path.join(output_dir, f"heads_{tag}.png"), "head", "head")
     with open(os.path.join(output_dir, "heads.csv"), "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -151,7 +167,8 @@ def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], task, split:
             for kind, item in layers.items():
                 for (i, na), (j, nb) in itertools.product(enumerate(item["layers_a"]), enumerate(item["layers_b"])):
                     writer.writerow([kind, na, nb, round(item["cka"][i][j], 4), round(item["svcca"][i][j], 4)])
-        for kind, item in layers.items():
-            heatmaps({"CKA": np.array(item["cka"]), "SVCCA": np.array(item["svcca"])}, f"{kind}: {tags[0]} × {tags[1]}",
-                     os.path.join(output_dir, f"layers_{kind}.png"), f"layer ({tags[1]})", f"layer ({tags[0]})")
+        if plots:
+            for kind, item in layers.items():
+                heatmaps({"CKA": np.array(item["cka"]), "SVCCA": np.array(item["svcca"])}, f"{kind}: {tags[0]} × {tags[1]}",
+                         os.path.join(output_dir, f"layers_{kind}.png"), f"layer ({tags[1]})", f"layer ({tags[0]})")
     return {tag: float(np.mean([r["mean_cka"] for r in rows if r["model"] == tag])) for tag in tags}
