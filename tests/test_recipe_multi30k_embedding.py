@@ -16,7 +16,8 @@ from fairseq_ctx.embedding.xsim import xsim_files
 RECIPE = Path(__file__).resolve().parents[1] / "examples" / "embedding" / "multi30k_embedding.py"
 sys.path.insert(0, str(RECIPE.parent))
 from multi30k_models import train_args  # noqa: E402
-from recipe_runs import checkpoint_updates, paired_t_test  # noqa: E402
+from devtools.plateau_rule import checkpoint_updates  # noqa: E402
+from devtools.seed_statistics import direction_verdict, t_test  # noqa: E402
 
 # Generated languages standing in for Multi30k's: the pivots pa, pb play en, de.
 AS_MULTI30K = {"en": "pa", "de": "pb", "fr": "xa", "cs": "xb"}
@@ -85,7 +86,7 @@ def seeds_run(tmp_path_factory):
 
 def test_results_have_one_row_per_model_and_pair(recipe_run):
     recipe, root, _, report = recipe_run
-    results = root / "work" / "results"  # the default: inside --work, never the committed folder
+    results = root / "work" / "results-tables"  # the default: inside --work, never the committed folder
     assert (results / "multi30k_embedding.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     saved = json.loads((results / "multi30k_embedding.json").read_text())
     assert saved["rows"] == report["rows"]
@@ -114,16 +115,18 @@ def test_results_have_one_row_per_model_and_pair(recipe_run):
             held = summary[better][measure]["1"] < summary[worse][measure]["1"]
             assert check[measure]["verdict"] == f"{'held' if held else 'did not hold'} (one seed, untested)"
     assert saved["machine"]["cpu_cores"] == os.cpu_count() and saved["machine"]["gpu"] == "none"
-    assert saved["settings"]["precision"] == "amp" and saved["unfinished"] == []
+    assert saved["precision"] == "amp" and saved["seeds"] == [1] and saved["unfinished"] == []
     markdown = (results / "multi30k_embedding.md").read_text()
     assert sum(line.startswith("| T-MDE_P (pyramid queries) | ") for line in markdown.splitlines()) == 1 + 1 + 12
-    assert "--updates 4" in markdown and "GPU: none" in markdown and "Precision: amp; seeds: 1" in markdown
-    assert "a fixed budget of 4 updates" in markdown
+    assert "--updates 4" in markdown and "GPU: none" in markdown and "- Precision: amp (training under" in markdown
+    assert "- Seeds: 1\n" in markdown and "- Convergence rule (fixed before the runs): none: a fixed budget of 4 updates" \
+        in markdown and "- Convergence: not judged (a fixed budget)" in markdown
+    assert "- Verdicts: an expected direction held when" in markdown
 
 
 def test_retrieval_errors_are_kept_as_text_with_the_wrong_lines(recipe_run):
     _, root, _, report = recipe_run
-    tsv = (root / "work" / "results" / "multi30k_embedding.errors.tsv").read_text().splitlines()
+    tsv = (root / "work" / "results-tables" / "multi30k_embedding.errors.tsv").read_text().splitlines()
     assert tsv[0].startswith("model\tseed\ttest_set\tsrc\ttgt\terrors\ttotal\twrong")
     assert len(tsv) == 1 + len(report["rows"])
     data = root / "multi30k"
@@ -239,14 +242,14 @@ def test_the_constraint_verdict_is_tested_over_the_seeds(seeds_run):
     for measure in ("mean_error_percent", "unseen_pair_error_percent"):
         errors = saved["summary"]
         differences = [errors["tmde"][measure][s] - errors["ct_mde"][measure][s] for s in ("1", "2")]
-        test = paired_t_test(differences)
+        test = t_test(differences)
         assert constraint[measure]["differences"] == pytest.approx(differences)
         assert constraint[measure]["p"] == pytest.approx(test.p)
-        assert constraint[measure]["verdict"] == test.verdict(expect_positive=True)
+        assert constraint[measure]["verdict"] == direction_verdict(test.mean, test.p)
     assert saved["expected"][1]["mean_error_percent"]["verdict"] == "not tested (model not run)"
     markdown = (root / "results" / "multi30k_embedding.md").read_text()
     assert "paired t-test over 2 seeds" in markdown and "| T-MDE | 2 | " in markdown
-    assert saved["settings"]["precision"] == "fp32" and "Precision: fp32; seeds: 1, 2" in markdown
+    assert saved["precision"] == "fp32" and "- Precision: fp32" in markdown and "- Seeds: 1, 2\n" in markdown
 
 
 def test_the_extra_test_set_is_scored_with_the_package_xsim(seeds_run):
@@ -267,9 +270,11 @@ def test_the_extra_test_set_is_scored_with_the_package_xsim(seeds_run):
 
 def test_unfinished_runs_are_listed_and_resume_from_their_checkpoint(seeds_run, capsys):
     recipe, root, argv, report = seeds_run
-    assert [(u["model"], u["seed"]) for u in report["unfinished"]] == [
+    assert [(u["name"], u["seed"]) for u in report["unfinished"]] == [
         ("tmde", 1), ("tmde", 2), ("ct_mde", 1), ("ct_mde", 2)]
-    assert all("before the plateau" in u["state"] and "--updates 8" in u["resume"] for u in report["unfinished"])
+    for u in report["unfinished"]:  # each with the command that resumes it alone, with twice the budget
+        assert "before the plateau" in u["state"]
+        assert u["command"].endswith(f"--seeds {u['seed']} --models {u['name']} --updates 8")
     save_dir = root / "work" / "seed1" / "checkpoints" / "tmde"
     before = json.loads((save_dir / "run.json").read_text())["curve"]
     recipe.main([*argv[:argv.index("--seeds")], "--models", "tmde", "--seeds", "1", "--validate-every", "2",

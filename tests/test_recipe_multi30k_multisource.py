@@ -18,7 +18,9 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import BIN_DIR
-from devtools.seed_statistics import paired_t_test
+from devtools.plateau_rule import BLEU_PLATEAU
+from devtools.recipe_tools import captured_log
+from devtools.seed_statistics import direction_verdict, paired_t_test
 from devtools.train_log import validation_curve
 
 RECIPE_DIR = Path(__file__).resolve().parent.parent / "examples" / "multimodal_mt"
@@ -108,10 +110,14 @@ def test_recipe_end_to_end_writes_one_row_per_model_and_pair(recipe, tmp_path):
     assert "--amp" in record["train_command"] and record["settings"]["precision"] == "amp"
     assert summary["machine"]["cpu_cores"] >= 1
     table = (results / "multi30k_multisource.md").read_text()
-    assert "Precision: amp" in table
+    assert "- Precision: amp (training under fairseq's --amp" in table and "- Seeds: 1\n" in table
     main_table = table.split("## Test set test_2016_flickr")[1].split("Expected direction")[0]
     assert sum(line.startswith("| ") and "→de |" in line for line in main_table.splitlines()) == 11
-    assert re.search(r"\*\*Held for (all 10|\d+ of 10) multi-source models", table)
+    assert re.search(r"\*\*(Held for (all 10|\d+ of 10) multi-source models)", table)
+    for row in rows:  # one seed: the bootstrap's p decides
+        if "vs_text_only" in row:
+            versus = row["vs_text_only"]
+            assert versus["verdict"] == direction_verdict(versus["delta_bleu"]["mean"], versus["bootstrap"]["bleu_p"])
     assert (results / "multi30k_multisource.png").read_bytes()[:4] == b"\x89PNG"
     assert "None: every requested run has all its results." in table
     # the data are never written to
@@ -155,19 +161,6 @@ def test_each_seed_has_the_work_layout_of_a_one_seed_run(seeded):
     assert first.read_text() != second.read_text()  # two trainings, not one copied
 
 
-def test_jobs_side_by_side_log_to_their_own_files_and_a_failure_stops_no_other(recipe, tmp_path):
-    from recipe_jobs import Job, run_jobs
-
-    jobs = [Job("a", print, "written by a", tmp_path / "a" / "job.log"),
-            Job("b", int, "not a number", tmp_path / "b" / "job.log"),
-            Job("c", print, "written by c", tmp_path / "c" / "job.log")]
-    failures = run_jobs(jobs, parallel=2, threads=1)
-    assert list(failures) == ["b"] and failures["b"].startswith("ValueError: invalid literal for int()")
-    assert (tmp_path / "a" / "job.log").read_text() == "written by a\n"
-    assert (tmp_path / "c" / "job.log").read_text() == "written by c\n"
-    assert "ValueError: invalid literal for int()" in (tmp_path / "b" / "job.log").read_text()
-
-
 def test_tables_give_mean_sd_and_the_tests_over_seeds_per_test_set(seeded):
     assert seeded.summary["seeds"] == [1, 2] and seeded.summary["test_sets"].keys() == {"test_2016_flickr", EXTRA_TEST}
     assert f"## Test set {EXTRA_TEST} (10 sentences)" in seeded.table
@@ -186,8 +179,7 @@ def test_tables_give_mean_sd_and_the_tests_over_seeds_per_test_set(seeded):
         expected = paired_t_test([serial["per_seed"][s]["bleu"] for s in ("1", "2")],
                                  [base["per_seed"][s]["bleu"] for s in ("1", "2")])
         assert versus["t_bleu"]["p"] == pytest.approx(expected.p) and versus["test"] == "paired t-test over 2 seeds"
-        verdict = ("did not hold" if expected.mean_difference <= 0 else "held" if expected.p < 0.05 else "undecided")
-        assert versus["verdict"] == verdict
+        assert versus["verdict"] == direction_verdict(expected.mean, expected.p)
     assert "the t-test reaches p < 0.05 only when the mean difference exceeds 8.98 times" in seeded.table
     assert "None: every requested run has all its results." in seeded.table
 
@@ -271,8 +263,8 @@ def test_a_run_of_the_one_seed_layout_is_picked_up_by_seeds_and_resumed(recipe, 
         {"text-only": [1, 2], "serial-fr": [1, 2]}
     unfinished = {(u["name"], u["seed"]): u for u in summary["unfinished"]}
     assert unfinished.keys() == {("text-only", 3), ("serial-fr", 3)}
-    assert unfinished[("text-only", 3)]["missing"] == [EXTRA_TEST]
-    assert unfinished[("serial-fr", 3)]["missing"] == ["training"]
+    assert unfinished[("text-only", 3)]["state"] == f"missing: {EXTRA_TEST}"
+    assert unfinished[("serial-fr", 3)]["state"] == "missing: training"
     command = unfinished[("text-only", 3)]["command"]
     assert command.endswith("--seeds 3 --models text-only --pairs fr") and "--report-only" not in command
     assert f"`{command}`" in (out / "multi30k_multisource.md").read_text()
@@ -292,7 +284,8 @@ def test_without_matplotlib_the_plot_is_skipped_with_one_message(recipe, seeded,
         recipe.main([*seeded.args, "--seeds", "1,2", "--report-only", "--results", str(out)])
     assert sorted(p.name for p in out.iterdir()) == ["hypotheses", "multi30k_multisource.json", "multi30k_multisource.md"]
     assert [r.getMessage() for r in caplog.records if "matplotlib" in r.getMessage()] == \
-        ['plot skipped: matplotlib is not installed (pip install "fairseq-ctx[plots]")']
+        ['plot multi30k_multisource.png skipped: matplotlib is not installed (pip install "fairseq-ctx[plots]"); the '
+         'tables are complete without it']
 
 
 def test_an_extra_test_set_needs_only_the_languages_the_run_reads(recipe, tmp_path):
@@ -338,15 +331,15 @@ def test_work_directory_may_not_be_the_data_directory(recipe, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-def test_unknown_model_or_pair_is_refused(recipe, tmp_path):
-    with pytest.raises(SystemExit, match="--pairs ro unknown; choose from fr,cs"):
-        recipe.main([str(tmp_path), "--pairs", "fr,ro"])
-
-
-def test_seed_and_seeds_are_not_given_together(recipe, tmp_path):
-    write_fixture(tmp_path)
-    with pytest.raises(SystemExit, match="give --seed or --seeds, not both"):
-        recipe.main([str(tmp_path), "--work", str(tmp_path / "work"), "--seed", "2", "--seeds", "1,2"])
+def test_options_that_cannot_go_together_are_refused_before_any_work(recipe, tmp_path, capsys):
+    for argv, message in (([str(tmp_path), "--pairs", "fr,ro"], "--pairs ro unknown; choose from fr,cs"),
+                          ([str(tmp_path), "--seed", "2", "--seeds", "1,2"], "give --seed or --seeds, not both"),
+                          ([str(tmp_path), "--report-only", "--no-report"], "--report-only and --no-report leave "
+                                                                            "nothing to do")):
+        with pytest.raises(SystemExit):
+            recipe.main([*argv, "--work", str(tmp_path / "work")])
+        assert f"multi30k_multisource.py: error: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "work").exists()
 
 
 def test_resume_refuses_results_trained_with_other_settings(recipe, tmp_path):
@@ -359,12 +352,6 @@ def test_resume_refuses_results_trained_with_other_settings(recipe, tmp_path):
                                          r"600 now.*\); delete it to retrain"):
         recipe.main([str(data), "--work", str(work), "--models", "text-only"])
     assert sorted(p.name for p in work.iterdir()) == ["results"]  # refused before any data preparation
-
-
-def test_rerun_command_replaces_the_options_it_is_given(recipe):
-    argv = ["data", "--work", "w", "--seeds=1,2", "--models", "text-only,serial", "--report-only", "--lr", "1e-3"]
-    assert recipe.rerun_command("recipe.py", argv, {"--seeds": "2", "--models": "serial"}, drop=["--report-only"]) == \
-        "python recipe.py data --work w --lr 1e-3 --seeds 2 --models serial"
 
 
 def test_sentencepiece_segmentation_is_deterministic_and_lossless(recipe, tmp_path):
@@ -386,7 +373,7 @@ def test_sentencepiece_segmentation_is_deterministic_and_lossless(recipe, tmp_pa
             assert restored == (data / f"{stem}.lc.norm.tok.{lang}").read_text(encoding="utf-8").splitlines()
 
 
-def test_a_resumed_run_keeps_the_validations_logged_before_it_stopped(recipe, tmp_path):
+def test_a_resumed_run_keeps_the_validations_logged_before_it_stopped(tmp_path):
     log = tmp_path / "train.log"
 
     def validation(updates: int, bleu: float) -> str:
@@ -394,10 +381,10 @@ def test_a_resumed_run_keeps_the_validations_logged_before_it_stopped(recipe, tm
 
     logger = logging.getLogger("recipe_test")
     logger.setLevel(logging.INFO)
-    with recipe.captured_log(log):
+    with captured_log(log):
         logger.info(validation(200, 2.9))
         logger.info(validation(400, 6.7))
-    with recipe.captured_log(log):  # resumed from the checkpoint of update 200
+    with captured_log(log):  # resumed from the checkpoint of update 200
         logger.info(validation(400, 6.9))
         logger.info(validation(600, 16.0))
     assert validation_curve(log.read_text(), "bleu") == [[200, 2.9], [400, 6.9], [600, 16.0]]
@@ -417,18 +404,15 @@ def test_the_direction_is_stated_for_one_or_several_multi_source_models(recipe):
     assert direction([base, row("serial-fr", "fr", 1.63, "held", 0.004), row("flat-fr", "fr", 0.94, "held", 0.01)]) == \
         "Held for all 2 multi-source models: serial-fr (+1.63, p 0.004), flat-fr (+0.94, p 0.010)."
     assert direction([base, row("serial-fr", "fr", 1.63, "held", 0.004), row("flat-fr", "fr", 0.39, "undecided", 0.135),
-                      row("hierarchical-fr", "fr", -2.19, "did not hold")]) == \
-        ("Held for 1 of 3 multi-source models: serial-fr (+1.63, p 0.004); undecided (a gain within chance, "
-         "p ≥ 0.05) for flat-fr (+0.39, p 0.135); did not hold (at or below text-only) for hierarchical-fr (-2.19).")
+                      row("hierarchical-fr", "fr", -2.19, "did not hold", 0.001)]) == \
+        ("Held for 1 of 3 multi-source models: serial-fr (+1.63, p 0.004); undecided (p ≥ 0.05 or no difference) for "
+         "flat-fr (+0.39, p 0.135); did not hold (below text-only, p < 0.05) for hierarchical-fr (-2.19, p 0.001).")
     assert direction([row("serial-fr", "fr", 1.63, "held", 0.004)]).startswith("Not judged")
 
 
-def test_the_verdict_and_the_length_check_follow_their_stated_rules(recipe):
-    from multi30k_evaluation import above
+def test_the_length_check_follows_its_stated_rule(recipe):
     from multi30k_results import length_check
 
-    assert [above(-0.1, 0.001), above(0.0, 0.001), above(0.5, 0.049), above(0.5, 0.05), above(0.5, None)] == \
-        ["did not hold", "did not hold", "held", "undecided", "undecided"]
     base = {"ratio": {"mean": 0.95}}
 
     def model(ratio: float, delta: float, delta_no_bp: float) -> dict:
@@ -441,17 +425,20 @@ def test_the_verdict_and_the_length_check_follow_their_stated_rules(recipe):
     assert length_check(model(1.03, -0.5, -1.0), base) == "no gain to check"
 
 
-def test_the_plateau_is_judged_on_the_last_fifth_of_the_text_only_curve(recipe):
+def test_the_convergence_outcome_is_the_rules_on_the_text_only_curve(recipe):
     from multi30k_results import convergence
 
-    def curve(*bleus: float) -> list:
-        return [[250 * (k + 1), bleu] for k, bleu in enumerate(bleus)]
+    def judged(name: str, second_source, seed: int, *bleus: float) -> dict:
+        curve = [[250 * (k + 1), bleu] for k, bleu in enumerate(bleus)]
+        return {"name": name, "second_source": second_source, "seed": seed,
+                "plateau": BLEU_PLATEAU.judge(curve).as_dict()}
 
-    rising = {"name": "text-only", "second_source": None, "valid_bleu": curve(10, 20, 25, 27, 28, 29.0, 30.0, 31.0)}
-    flat = {**rising, "valid_bleu": curve(10, 20, 25, 30, 32, 33.0, 33.2, 33.1)}
-    assert convergence([rising]) == ("Text-only greedy validation BLEU: best 29.00 up to update 1600, "
-                                     "best 31.00 in updates 1601–2000 (+2.00): still rising (gain of 0.5 or more).")
-    assert convergence([flat]) == ("Text-only greedy validation BLEU: best 33.00 up to update 1600, "
-                                   "best 33.20 in updates 1601–2000 (+0.20): plateaued (gain under 0.5).")
-    assert convergence([{**flat, "valid_bleu": curve(10)}]).startswith("Plateau not judged")
-    assert convergence([{**flat, "name": "serial-fr", "second_source": "fr"}]).startswith("Plateau not judged")
+    rising = judged("serial-fr", "fr", 1, 10, 20, 25, 27, 28, 29.0, 30.0, 31.0)
+    flat = judged("text-only", None, 2, 10, 20, 25, 30, 32, 33.0, 33.2, 33.1)
+    assert rising["plateau"]["text"] == ("best 29.00 up to update 1600, best 31.00 in updates 1601–2000 (gain +2.00): "
+                                         "still improving (gain of 0.5 or more)")
+    assert convergence([rising, flat]) == ("text-only (seed 2): best 33.00 up to update 1600, best 33.20 in updates "
+                                           "1601–2000 (gain +0.20): plateau (gain under 0.5)")
+    assert convergence([judged("text-only", None, 1, 10, 20)]) == \
+        "text-only (seed 1): not judged: 2 validation(s), fewer than the 5 the rule needs"
+    assert convergence([rising]) == "not judged: the run has no text-only model"

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from devtools.recipe_runs import job_command
+from devtools.seed_statistics import direction_verdict, t_test
+
 RECIPE_DIR = Path(__file__).resolve().parents[1] / "examples" / "context_mt"
 NOUNS = [("table", "table", "elle"), ("car", "voiture", "elle"), ("book", "livre", "il"), ("tree", "arbre", "il"),
          ("house", "maison", "elle"), ("dog", "chien", "il")]
@@ -83,7 +86,7 @@ def recipe_run(recipe, tmp_path_factory):
     finally:
         for logger in loggers:
             logger.removeHandler(handler)
-    return root, argv, messages, json.loads((root / "work" / "results" / "scat_en_fr.json").read_text())
+    return root, argv, messages, json.loads((root / "work" / "results-tables" / "scat_en_fr.json").read_text())
 
 
 def test_stage_one_uses_every_sentence_pair_and_the_plateau_rule(recipe, recipe_run):
@@ -105,8 +108,8 @@ def test_stage_one_uses_every_sentence_pair_and_the_plateau_rule(recipe, recipe_
     curve = [tuple(point) for point in stage_one["valid_bleu"]]
     assert [u for u, _ in curve] == [1, 2] and stage_one["stopped"] == "budget"
     assert stage_one["convergence"] == recipe.STAGE_ONE_PLATEAU.judge(curve).text
-    assert result["unfinished"][0]["model"] == "sentence"
-    assert result["unfinished"][0]["resume"].endswith("--sentence-updates 4 --stage-one-only")
+    assert result["unfinished"][0]["name"] == "sentence"
+    assert result["unfinished"][0]["command"].endswith("--sentence-updates 4 --stage-one-only")
     assert len(result["unfinished"]) == 1
 
 
@@ -142,13 +145,11 @@ def test_cxmi_contrastive_and_scores_are_kept_per_run_and_seed(recipe_run):
         assert row["contrastive_correct"] == sum(e["correct"] for e in row["examples"])
     assert any(value != 0 for row in result["rows"] if row["model"] == "hmce_target"
                for value in row["cxmi_per_sentence"])
-    tsv = (root / "work" / "results" / "scat_en_fr.contrastive.tsv").read_text().splitlines()
+    tsv = (root / "work" / "results-tables" / "scat_en_fr.contrastive.tsv").read_text().splitlines()
     assert len(tsv) == 1 + 5 * 20 and tsv[1].split("\t")[:2] == ["sentence", "1"]
 
 
 def test_the_verdict_and_context_use_are_tested_over_the_seeds(recipe_run):
-    from recipe_runs import paired_t_test
-
     _, _, _, result = recipe_run
     rows = {(r["model"], r["seed"]): r for r in result["rows"]}
     differences = [rows[("hmce_target", s)]["contrastive_accuracy"] - rows[("sentence_scat", s)]["contrastive_accuracy"]
@@ -156,7 +157,8 @@ def test_the_verdict_and_context_use_are_tested_over_the_seeds(recipe_run):
     [comparison] = result["comparisons"]
     assert comparison["model"] == "hmce_target" and comparison["seeds"] == [1, 2]
     assert comparison["contrastive_accuracy"]["differences"] == pytest.approx(differences)
-    assert comparison["contrastive_accuracy"]["verdict"] == paired_t_test(differences).verdict(expect_positive=True)
+    test = t_test(differences)
+    assert comparison["contrastive_accuracy"]["verdict"] == direction_verdict(test.mean, test.p)
     use = {u["model"]: u for u in result["context_use"]}
     assert use["hmce_target"]["values"] == pytest.approx([rows[("hmce_target", s)]["cxmi"] for s in (1, 2)])
     assert use["sentence_scat"]["values"] == [0.0, 0.0]
@@ -187,7 +189,7 @@ def test_translations_are_kept_and_rescore_to_the_table(recipe_run):
     from fairseq_ctx.cli import score
 
     root, _, _, result = recipe_run
-    kept = root / "work" / "results" / "scat_en_fr.translations"
+    kept = root / "work" / "results-tables" / "scat_en_fr.translations"
     assert sorted(p.name for p in kept.iterdir()) == sorted(
         ["sentence.fr", *[f"{m}.seed{s}.fr" for m in STAGE_TWO for s in (1, 2)]])
     row = result["rows"][2]
@@ -196,9 +198,11 @@ def test_translations_are_kept_and_rescore_to_the_table(recipe_run):
                 "--no-comet", "--json", str(rescored)])
     again = json.loads(rescored.read_text())
     assert (again["bleu"], again["chrf"], again["bleu_signature"]) == (row["bleu"], row["chrf"], row["bleu_signature"])
-    markdown = (root / "work" / "results" / "scat_en_fr.md").read_text()
-    for text in ("Precision: fp32", "seeds 1, 2", "paired t-test over 2 seeds", "## Unfinished runs",
-                 "--sentence-updates 4 --stage-one-only", "convergence rule (fixed before the run)"):
+    markdown = (root / "work" / "results-tables" / "scat_en_fr.md").read_text()
+    for text in ("- Precision: fp32", "- Seeds: 1, 2\n", "paired t-test over 2 seeds", "## Unfinished runs",
+                 "--sentence-updates 4 --stage-one-only`", "- Convergence rule (fixed before the runs): greedy "
+                 "validation BLEU (Multi30k val)", "- Convergence: stage 1 stopped at update 2 (budget)",
+                 "- Verdicts: an expected direction held when"):
         assert text in markdown
 
 
@@ -208,27 +212,37 @@ def test_a_rerun_resumes_and_stage_one_is_not_continued_under_stage_two(recipe, 
     stamp = checkpoint.stat().st_mtime_ns
     recipe.main(argv)
     assert checkpoint.stat().st_mtime_ns == stamp
-    rerun = json.loads((root / "work" / "results" / "scat_en_fr.json").read_text())
+    rerun = json.loads((root / "work" / "results-tables" / "scat_en_fr.json").read_text())
     assert rerun["rows"] == result["rows"]
     with pytest.raises(recipe.scat_data.RecipeInputError, match=r"stage-2 models were initialised from its current "
                                                                 r"checkpoint: .*hmce_target"):
         recipe.main([*argv, "--sentence-updates", "3"])
 
 
-def test_a_job_repeats_the_settings_of_its_command(recipe):
-    args = recipe.parse_args(["--scat-dir", "s", "--multi30k-dir", "m", "--seeds", "1,2,3", "--lr", "5e-4",
-                              "--results", "r", "--restart"])
-    command = recipe.child_command(args, "hmce", 2)
-    assert command[-2:] == ("1", "--no-report") and command[1].endswith("scat_en_fr.py")
-    child = recipe.parse_args(list(command[2:]))
-    expected = {**vars(args), "models": ["hmce"], "seeds": [2], "jobs": 1, "no_report": True, "results": None,
-                "restart": False}
-    assert vars(child) == expected
+def test_a_job_and_a_resume_command_repeat_the_settings_of_the_command(recipe, recipe_run):
+    root, argv, _, result = recipe_run
+    parser = recipe.build_parser()
+    argv = [*argv, "--lr", "5e-4", "--results", "r", "--restart", "--seed", "3"]
+    args = recipe.parse_args(parser, argv)
+    command = job_command(parser, recipe.SCRIPT, argv, {"--seeds": "2", "--models": "hmce"},
+                                 drop=["--restart", "--stage-one-only"])
+    assert command[1].endswith("examples/context_mt/scat_en_fr.py")
+    child = recipe.parse_args(parser, list(command[2:]))
+    # stage 1's seed goes with every job: stage 2 starts from it
+    assert vars(child) == {**vars(args), "models": ["hmce"], "seeds": [2], "jobs": 1, "no_report": True,
+                           "restart": False}
+    # what resumes a run never deletes the work directory first
+    listed = recipe.unfinished(recipe.Recipe(args), result["stage_one"], [("hmce", 2)], parser, argv)
+    assert [item["name"] for item in listed] == ["sentence", "hmce"]
+    assert all(item["command"].startswith("python examples/context_mt/scat_en_fr.py --scat-dir")
+               and "--restart" not in item["command"] for item in listed)
+    assert listed[1]["command"].endswith("--seed 3 --seeds 2 --models hmce")
 
 
 def test_context_batch_size_gives_every_stage_two_model_the_same_sentences_per_update(recipe):
-    tokens = recipe.parse_args(["--scat-dir", "s", "--multi30k-dir", "m", "--context-batch-size", "0"])
-    sentences = recipe.parse_args(["--scat-dir", "s", "--multi30k-dir", "m"])  # the default: 64 sentences
+    parser = recipe.build_parser()
+    tokens = recipe.parse_args(parser, ["--scat-dir", "s", "--multi30k-dir", "m", "--context-batch-size", "0"])
+    sentences = recipe.parse_args(parser, ["--scat-dir", "s", "--multi30k-dir", "m"])  # the default: 64 sentences
     assert {recipe.batch_args(name, tokens)[0] for name in ["sentence", *recipe.STAGE_TWO_MODELS]} == {"--max-tokens"}
     assert recipe.batch_args("sentence", sentences) == ["--max-tokens", "4096"]
     assert {tuple(recipe.batch_args(name, sentences)) for name in recipe.STAGE_TWO_MODELS} == {("--batch-size", "64")}

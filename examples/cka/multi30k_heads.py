@@ -17,22 +17,21 @@ layout, resumption, ``--seeds``, ``--jobs``, ``--threads``, ``--precision``, ``-
 ``heads/<variant>/``.
 """
 import argparse
-import json
 import re
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "multimodal_mt"))
 
+from multi30k_multisource import (Invocation, add_model_arguments, add_run_arguments, finish_model,  # noqa: E402
+                                  parse_command_line, run_and_report, start_run)
+from devtools.recipe_runs import seed_option  # noqa: E402
+from devtools.recipe_tools import Step, run, write_json  # noqa: E402
 from multi30k_data import TARGET, data_file  # noqa: E402
-from multi30k_multisource import (add_model_arguments, add_run_arguments, describe_run, exit_on_failures,  # noqa: E402
-                                  finish_model, start_run, train_and_decode)
-from multi30k_runs import (Model, ModelRun, missing_work, refuse_other_settings, rerun_command,  # noqa: E402
-                           survey)
-from recipe_steps import Step, run, write_whole  # noqa: E402
+from multi30k_runs import Model, ModelRun, RunTable, missing_work  # noqa: E402
 
 SCRIPT = "examples/cka/multi30k_heads.py"
 PROGRAM = "multi30k_heads.py"
@@ -41,10 +40,10 @@ VARIANT = re.compile(r"(?P<kind>baseline|drophead|hsic)(?P<value>[0-9.e-]*)")
 HEAD_DIVERSITY = ["--criterion", "head_diversity", "--label-smoothing", "0.1"]
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     allow_abbrev=False)
-    add_run_arguments(parser, "work/multi30k_heads")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser, "work/multi30k_heads", "variants and seeds")
     parser.add_argument("--variants", default=VARIANTS,
                         help="comma-separated: baseline, drophead<γ> (e.g. drophead0.1), hsic<λ> (e.g. hsic1e-7)")
     parser.add_argument("--max-positions", type=int, default=2000,
@@ -52,7 +51,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--analysis-batch-size", type=int, default=32, help="sentences per forward pass of the head analysis")
     add_model_arguments(parser)
     parser.set_defaults(max_update=5000, validate_every=250)
-    return parser.parse_args(argv)
+    return parser
 
 
 def variant_criterion(name: str) -> Optional[List[str]]:
@@ -114,21 +113,22 @@ def finish_variant(model_run: ModelRun) -> None:
     run(analysis_step(model_run, partial))
     partial.rename(out)
     record["heads"] = {"command": step.shell, "wall_s": time.time() - start, "settings": analysis_settings(model_run)}
-    write_whole(model_run.record_path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    write_json(model_run.record_path, record)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     start = time.time()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
+    parser = build_parser()
+    argv, args = parse_command_line(parser, argv)
     variants = [name for name in args.variants.split(",") if name]
     unknown = [name for name in variants if variant_criterion(name) is None]
     if unknown or not variants or len(set(variants)) != len(variants):
-        sys.exit(f"{PROGRAM}: error: --variants {args.variants!r}: give distinct variants, each baseline, "
-                 f"drophead<γ> with 0 < γ < 1 (e.g. drophead0.1) or hsic<λ> with λ > 0 (e.g. hsic1e-7)")
+        parser.error(f"--variants {args.variants!r}: give distinct variants, each baseline, drophead<γ> with "
+                     f"0 < γ < 1 (e.g. drophead0.1) or hsic<λ> with λ > 0 (e.g. hsic1e-7)")
     if args.max_positions < 2 or args.analysis_batch_size < 1:
-        sys.exit(f"{PROGRAM}: error: --max-positions must be at least 2 and --analysis-batch-size at least 1")
+        parser.error("--max-positions must be at least 2 and --analysis-batch-size at least 1")
     context = start_run(args, PROGRAM, [])
+    invocation = Invocation(SCRIPT, PROGRAM, parser, argv, args, context, start)
     model = Model("text-only", None)
 
     def variant_run(name: str, seed: int, directory: Path) -> ModelRun:
@@ -136,28 +136,25 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         settings = {**context.settings[seed], "criterion": " ".join(criterion)}
         return ModelRun(name, model, seed, directory, args, settings, context.test_sets, context.user_dir, criterion)
 
-    runs = [variant_run(name, seed, directory) for seed, directory in context.seeds for name in variants]
-    refuse_other_settings(runs, PROGRAM)
-    data_steps, failures = ([], {}) if args.report_only else train_and_decode(
-        runs, args, context, [], finish=finish_variant, missing=missing_variant)
-    seeds_option = "--seeds" if args.seeds is not None else "--seed"
-
-    def resume(unfinished: ModelRun) -> str:
-        return rerun_command(SCRIPT, argv, {seeds_option: str(unfinished.seed), "--variants": unfinished.name},
-                             drop=["--seed", "--seeds", "--report-only"])
+    def options(one: ModelRun) -> Dict[str, str]:
+        return {**seed_option(args, one.seed), "--variants": one.name}
 
     def found(record: dict, seed: int, directory: Path) -> ModelRun:
         return variant_run(record["name"], seed, directory)
 
-    table = survey(runs, context.seeds, resume, found, missing=missing_variant)
-    from multi30k_heads_results import write_results
+    def write(table: RunTable, data_steps: Sequence[Step]) -> List[Path]:
+        from multi30k_heads_results import ONE_SEED, write_results
 
-    references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
-    run_info = {**describe_run(args, SCRIPT, argv, context, start, data_steps),
-                "analysis": {"max_positions": args.max_positions, "batch_size": args.analysis_batch_size}}
-    written = write_results(table, context.results, run_info, references, heads_dir)
-    print("\n".join(str(p) for p in written))
-    exit_on_failures(failures, PROGRAM)
+        budget = (f"{args.max_update} updates of {args.batch_size} sentences per variant, greedy validation BLEU "
+                  f"every {args.validate_every} updates; the checkpoint of the best validation BLEU is tested and "
+                  f"analysed")
+        references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
+        run_info = {**invocation.describe(data_steps, budget, ONE_SEED),
+                    "analysis": {"max_positions": args.max_positions, "batch_size": args.analysis_batch_size}}
+        return write_results(table, context.results, run_info, references, heads_dir)
+
+    runs = [variant_run(name, seed, directory) for seed, directory in context.seeds for name in variants]
+    run_and_report(invocation, runs, [], options, found, write, finish=finish_variant, missing=missing_variant)
 
 
 if __name__ == "__main__":

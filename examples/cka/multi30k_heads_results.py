@@ -9,12 +9,13 @@ import shutil
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from devtools.machine_facts import MachineFacts
-from devtools.seed_statistics import paired_t_test
+from devtools.recipe_report import unfinished_lines
+from devtools.seed_statistics import (direction_verdict, mean_sd_text, no_cost_verdict, paired_t_test, power_note,
+                                      summary)
 from devtools.train_log import validation_curve
-from multi30k_evaluation import (PLATEAU_GAIN, SIGNIFICANCE, above, best_validation, compare, comparison_cells,
-                                 comparison_header, mean_sd_text, over_seeds, p_text, plateau, power_note, read_lines,
-                                 recompute_note, run_sections, score_decoded, summary)
+from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
+                                 convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
+                                 score_decoded)
 from multi30k_runs import ModelRun, RunTable
 
 BASELINE = "baseline"
@@ -24,6 +25,8 @@ SIMILARITY = (("cka", "mean_cka"), ("svcca", "mean_svcca"))
 EXPECTED_SIMILARITY = ("Yun (2022), Table 4.5: drophead raises inter-head similarity, the HSIC regularizer lowers it "
                        "(each against the baseline).")
 EXPECTED_BLEU = "Yun (2022), Table 4.4: neither drophead nor HSIC costs BLEU (each against the baseline)."
+ONE_SEED = ("sacreBLEU's paired bootstrap over the test sentences decides for BLEU, and the point estimate, marked "
+            "untested, for inter-head similarity")
 
 
 def expected_change(variant: str) -> Optional[str]:
@@ -76,16 +79,8 @@ def similarity_rows(runs: Sequence[ModelRun], heads_dir: Callable[[ModelRun], Pa
             delta = summary([row["per_seed"][s][key] - base["per_seed"][s][key] for s in common])
             sign = 1 if direction == "raises" else -1
             row[f"vs_baseline_{key}"] = {"seeds": common, "delta": delta, "t": test.t, "p": test.p,
-                                         "expected": direction, "verdict": above(sign * delta["mean"], test.p)}
+                                         "expected": direction, "verdict": direction_verdict(sign * delta["mean"], test.p)}
     return [rows[name] for name in sorted(rows, key=lambda n: (n != BASELINE, n))]
-
-
-def no_bleu_cost(delta: float, p: Optional[float]) -> str:
-    """Verdict on "costs no BLEU": held when the mean difference is not negative, did not hold
-    when it is negative with p < SIGNIFICANCE, undecided when negative with p ≥ SIGNIFICANCE."""
-    if delta >= 0:
-        return "held"
-    return "did not hold" if p is not None and p < SIGNIFICANCE else "undecided"
 
 
 def bleu_rows(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path) -> List[dict]:
@@ -99,7 +94,7 @@ def bleu_rows(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path
         if BASELINE in scores and name != BASELINE:
             versus = compare(scores[BASELINE], scores[name], hypotheses[BASELINE], hypotheses[name], references)
             if versus.get("seeds"):
-                versus["verdict"] = no_bleu_cost(versus["delta_bleu"]["mean"], versus["verdict_p"])
+                versus["verdict"] = no_cost_verdict(versus["delta_bleu"]["mean"], versus["verdict_p"])
             row["vs_baseline"] = versus
         rows.append(row)
     return rows
@@ -144,9 +139,8 @@ def bleu_section(stem: str, rows: List[dict], reference: str, sentences: int) ->
                      f"{comparison_cells(row, row.get('vs_baseline'))} | {row['ratio']['mean']:.3f} |")
     judged = "; ".join(f"{row['name']}: {row['vs_baseline']['verdict']}" for row in rows
                        if row.get("vs_baseline", {}).get("seeds")) or "not judged (no baseline or no control)"
-    lines += ["", f"{EXPECTED_BLEU} **{judged}.** (Verdict: held when the mean BLEU difference is not negative; "
-              f"did not hold when it is negative with p < {SIGNIFICANCE}; undecided when negative with p ≥ {SIGNIFICANCE}.)",
-              "", "Per seed:", "", "| variant | seed | BLEU | chrF | length ratio | BLEU without BP | "
+    lines += ["", f"{EXPECTED_BLEU} **{judged}.** (The verdict of \"costs nothing\"; p: the t-test over seeds, with "
+              f"one seed the bootstrap.)", "", "Per seed:", "", "| variant | seed | BLEU | chrF | length ratio | BLEU without BP | "
               "best val BLEU (greedy) @ update | train min | hypotheses |", "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for seed, s in sorted(row["per_seed"].items()):
@@ -158,46 +152,42 @@ def bleu_section(stem: str, rows: List[dict], reference: str, sentences: int) ->
 
 def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]], references: Dict[str, str],
              table: RunTable, convergence: List[dict]) -> str:
-    sentences, settings = run["sentences"], run["settings"]
+    header, sentences, settings = run["header"], run["sentences"], run["settings"]
     lines = [
         "# Inter-head diversity controls on the Multi30k text-only Transformer (Yun, 2022, Tables 4.4 and 4.5)", "",
-        f"Date: {run['date']}. Machine: {MachineFacts(**run['machine']).describe()}; {run['jobs']} job(s) at a time.",
-        f"Precision: {run['precision']} (training; "
-        + ("fairseq `--amp`, mixed precision" if run["precision"] == "amp" else "float32")
-        + "; decoding and head analysis float32). Seeds: " + ", ".join(map(str, run["seeds"]))
-        + f". Updates: {settings['max_update']} per variant.",
-        f"Data: Multi30k task 1 (Elliott et al., 2016) en→de, lc.norm.tok files, {sentences['train']}/{sentences['val']} "
-        "sentences (train / val); test sets: " + ", ".join(f"{s} ({sentences[s]})" for s in run["test_sets"]) + ".",
-        "", "Command:", "", f"    python {run['command']}", "",
-        f"Settings (the same for every variant and seed): {json.dumps(settings)}. Model and training: the text-only "
-        "Transformer of examples/multimodal_mt/multi30k_multisource.py, trained with `--criterion head_diversity "
-        "--label-smoothing 0.1` plus the variant's term: baseline none (the same training as "
-        "label_smoothed_cross_entropy), `drophead<γ>`: `--drophead γ`, `hsic<λ>`: `--hsic-lambda λ` (every attention "
-        "module).", "",
+        *header.lines(),
+        f"- Data: Multi30k task 1 (Elliott et al., 2016) en→de, lc.norm.tok files, {sentences['train']}/{sentences['val']} "
+        "sentences (train / val); test sets: " + ", ".join(f"{s} ({sentences[s]})" for s in run["test_sets"]),
+        f"- Settings (the same for every variant and seed): {json.dumps(settings)}", "",
+        "Model and training: the text-only Transformer of examples/multimodal_mt/multi30k_multisource.py, trained "
+        "with `--criterion head_diversity --label-smoothing 0.1` plus the variant's term: baseline none (the same "
+        "training as label_smoothed_cross_entropy), `drophead<γ>`: `--drophead γ`, `hsic<λ>`: `--hsic-lambda λ` "
+        "(every attention module).", "",
         "Inter-head similarity: fairseq-ctx-analyze-heads on the best checkpoint (greedy validation BLEU), validation "
         "split, teacher-forced, eval mode: each head's output before the output projection at the non-padding query "
         f"positions of the first validation sentences in fairseq's length-sorted batch order (batches of "
         f"{run['analysis']['batch_size']}), up to {run['analysis']['max_positions']} positions per module: the same "
         "positions for every variant and seed. Per module the mean over head pairs of linear CKA and of SVCCA (99% "
         "variance); the table gives the mean over all attention modules, and CKA per module kind.", "",
-        "Tests against the baseline: a paired t-test over seeds of the per-seed differences (two-sided); for BLEU "
-        "and chrF also sacreBLEU's paired bootstrap over test sentences with the seeds' hypotheses pooled (1000 "
-        "resamples, seed 12345), which treats the trained models as fixed. " + power_note(len(run["seeds"]))
-        + f" Verdict on a direction: held when the mean difference goes the expected way with p < {SIGNIFICANCE}, "
-        "undecided when it goes that way with p ≥ " f"{SIGNIFICANCE} (or one seed), did not hold when it does not "
-        "go that way.", ""]
+        "Tests against the baseline: the paired t-test over seeds of the per-seed differences; for BLEU and chrF "
+        "also sacreBLEU's paired bootstrap over test sentences with the seeds' hypotheses pooled (1000 resamples, "
+        "seed 12345), which treats the trained models as fixed. " + power_note(len(header.seeds)), ""]
     lines += similarity_section(similarity)
     for stem, rows in sections.items():
         lines += bleu_section(stem, rows, references[stem], sentences[stem])
-    rule = (f"Rule (fixed before any run): a model's greedy validation BLEU has plateaued when the best value in the "
-            f"last fifth of its updates is less than {PLATEAU_GAIN} BLEU above the best before.")
-    lines += run_sections(convergence, rule, table.unfinished, table.left_out,
-                          "training, decoding a test set, or the head analysis")
+    lines += [*convergence_lines(convergence, f"Rule: {header.convergence_rule}. Outcome: {header.convergence}."),
+              *left_out_lines(table.left_out), "", *unfinished_lines(table.unfinished)]
     total = sum(r["train_wall_s"] for r in convergence)
     lines += ["", f"Wall time: {total / 60:.1f} min of training for {len(convergence)} run(s) (a resumed training counts "
               f"its last stretch); this invocation {run['this_invocation_wall_s'] / 60:.1f} min.",
               f"Heatmaps (head × head CKA per module, first seed of each variant): heads_<variant>.seed<N>.png."]
     return "\n".join(lines) + "\n"
+
+
+def convergence_outcome(rows: List[dict]) -> str:
+    """The convergence rule's outcome on the baseline's validation curve (its first seed), in words."""
+    base = next((r for r in rows if r["name"] == BASELINE), None)
+    return "not judged: the run has no baseline" if base is None else f"baseline (seed {base['seed']}): {base['plateau']['text']}"
 
 
 def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[str, str],
@@ -210,21 +200,21 @@ def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[st
     similarity = similarity_rows(analysed, heads_dir)
     sections = {stem: bleu_rows(runs, stem, references[stem], out_dir) for stem in run["test_sets"]}
     records = {(r.name, r.seed): r.record() for r in runs}
-    convergence = sorted(({"name": name, "seed": seed, "updates": record["updates"], "train_wall_s": record["train_wall_s"],
-                           "valid_bleu": record["valid_bleu"], "plateau": plateau(record["valid_bleu"])}
-                          for (name, seed), record in records.items()),
-                         key=lambda r: (r["name"] != BASELINE, r["name"], r["seed"]))
+    convergence = convergence_rows(runs, lambda r: (r["name"] != BASELINE, r["name"], r["seed"]))
+    header = run["header"]
+    header.convergence = convergence_outcome(convergence)
     for name in {r.name for r in analysed}:
         first = min((r for r in analysed if r.name == name), key=lambda r: r.seed)
         picture = heads_dir(first) / f"heads_{name}.png"
         if picture.exists():
             shutil.copyfile(picture, out_dir / f"heads_{name}.seed{first.seed}.png")
     paths = [out_dir / f"{STEM}.json", out_dir / f"{STEM}.md"]
-    summary_json = {**run, "expected_similarity": EXPECTED_SIMILARITY, "expected_bleu": EXPECTED_BLEU,
-                    "similarity": similarity,
+    summary_json = {**header.as_dict(), **{k: v for k, v in run.items() if k != "header"},
+                    "expected_similarity": EXPECTED_SIMILARITY, "expected_bleu": EXPECTED_BLEU, "similarity": similarity,
                     "test_sets": {stem: {"reference": Path(references[stem]).name, "variants": rows}
                                   for stem, rows in sections.items()},
-                    "convergence": convergence, "runs": {f"{name}/seed{seed}": record for (name, seed), record in records.items()},
+                    "convergence_by_run": convergence,
+                    "runs": {f"{name}/seed{seed}": record for (name, seed), record in records.items()},
                     "unfinished": table.unfinished, "left_out": table.left_out}
     paths[0].write_text(json.dumps(summary_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(run, similarity, sections, references, table, convergence), encoding="utf-8")

@@ -26,38 +26,41 @@ resumes from its checkpoint_last.pt. Stage 2 runs side by side in ``--jobs`` pro
 the recipe itself restricted to one model and seed (log: WORK[/seed<N>]/job.MODEL.log).
 """
 import argparse
+import dataclasses
+import functools
 import json
 import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "embedding"))  # recipe_runs.py, shared with the embedding recipe
 REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
 if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
 
 import scat_data  # noqa: E402
 import scat_results  # noqa: E402
-from recipe_runs import (Job, PlateauRule, add_run_options, check_run_options, checkpoint_updates,  # noqa: E402
-                         passed_on, precision_args, results_dir, run_jobs, seed_options, seed_work, seeds_of,
-                         train_until_plateau)
+from devtools.plateau_rule import BLEU_PLATEAU, checkpoint_updates, train_until_plateau  # noqa: E402
+from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
+from devtools.recipe_runs import (Job, add_run_options, check_run_options, failures_message, job_command,  # noqa: E402
+                                  log_to_stdout, precision_args, results_dir, resume_command, run_jobs, seed_dirs,
+                                  seed_option, single_seed)
+from devtools.recipe_tools import Step, run  # noqa: E402
+from devtools.train_log import validation_curve  # noqa: E402
 from scat_evaluation import evaluate  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
-from scat_tools import run_tool  # noqa: E402
-from devtools.train_log import validation_curve  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
 CONTEXT_MODELS = [*CONTEXT_ARCHS, *TARGET_CONTEXT_MODELS]
 STAGE_TWO_MODELS = [SENTENCE_ON_SCAT, *CONTEXT_MODELS]
 DEFAULT_MODELS = [SENTENCE_ON_SCAT, "hmce", "hce", "ctx_concat", "hmce_target"]
-STAGE_ONE_PLATEAU = PlateauRule("greedy validation BLEU (Multi30k val)", min_gain=0.5, higher_is_better=True)
-"""Fixed before the runs: the plateau test of the Multi30k multi-source tables (0.5 BLEU)."""
+STAGE_ONE_PLATEAU = dataclasses.replace(BLEU_PLATEAU, metric="greedy validation BLEU (Multi30k val)")
+"""Fixed before the runs: the rule of the Multi30k recipes (0.5 BLEU)."""
 SCRIPT = "examples/context_mt/scat_en_fr.py"
 
 
@@ -71,7 +74,7 @@ class Recipe:
         self.user_dir = str(Path(__import__("fairseq_ctx").__file__).parent)
 
     def run(self, tool: str, args: Sequence[str]) -> None:
-        run_tool(self.work / "commands.sh", tool, args)
+        run(Step(tool, list(args)), record=self.work / "commands.sh")
 
     # ---- data ----------------------------------------------------------------------------------
     def prepare(self) -> Dict:
@@ -127,7 +130,7 @@ class Recipe:
         """Stage 1: WORK/models/sentence; stage 2: WORK[/seed<N>]/models/NAME."""
         if name == SENTENCE:
             return self.work / "models" / SENTENCE
-        return seed_work(self.work, seed, bool(self.args.seeds)) / "models" / name
+        return dict(seed_dirs(self.args, self.work))[seed] / "models" / name
 
     def model_args(self) -> List[str]:
         a = self.args
@@ -176,7 +179,7 @@ class Recipe:
     def stage_one(self) -> Dict:
         """Train stage 1 to its plateau or budget (continuing a run stopped at a smaller budget),
         then evaluate its best checkpoint; returns its result."""
-        a, out = self.args, self.model_dir(SENTENCE, self.args.seed)
+        a, out = self.args, self.model_dir(SENTENCE, single_seed(self.args))
         state_file, result_file = out / "train.json", out / "result.json"
         state = json.loads(state_file.read_text()) if state_file.exists() else None
         if state is None or (state["stopped"] == "budget" and state["updates"] < a.sentence_updates):
@@ -187,7 +190,7 @@ class Recipe:
         if result_file.exists():
             print(f"== {SENTENCE}: finished earlier ({result_file})", flush=True)
             return json.loads(result_file.read_text())
-        result = {"model": SENTENCE, "seed": a.seed, "arch": "transformer", "context_size": 0, "target_context_size": 0,
+        result = {"model": SENTENCE, "seed": single_seed(a), "arch": "transformer", "context_size": 0, "target_context_size": 0,
                   **state, "train_seconds": float((out / "train.seconds").read_text()),
                   **evaluate(self, out, out / "checkpoints" / "checkpoint_best.pt", 0, 0)}
         result_file.write_text(json.dumps(result, indent=2))
@@ -200,7 +203,7 @@ class Recipe:
         def train_to(updates: int) -> None:
             if checkpoint_updates(last) < updates:
                 print(f"== train {SENTENCE} (stage 1) to update {updates} (log {log})", flush=True)
-                self.timed_train(out, self.train_args(SENTENCE, "transformer", 0, updates, [], a.seed))
+                self.timed_train(out, self.train_args(SENTENCE, "transformer", 0, updates, [], single_seed(a)))
 
         def validate(updates: int) -> float:
             bleu = dict((int(u), b) for u, b in validation_curve(log.read_text(), "bleu"))
@@ -234,7 +237,7 @@ class Recipe:
             return json.loads((out / "result.json").read_text())
         a = self.args
         target_context_size = 1 if name in TARGET_CONTEXT_MODELS else 0
-        stage_one = self.model_dir(SENTENCE, a.seed) / "checkpoints" / "checkpoint_best.pt"
+        stage_one = self.model_dir(SENTENCE, single_seed(a)) / "checkpoints" / "checkpoint_best.pt"
         if name == SENTENCE_ON_SCAT:
             arch, context_size, extra = "transformer", 0, ["--finetune-from-model", str(stage_one)]
         else:
@@ -264,8 +267,9 @@ def batch_args(name: str, args: argparse.Namespace) -> List[str]:
     return ["--batch-size", str(args.context_batch_size)]
 
 
-def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scat_en_fr.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scat-dir", required=True, help="directory of highlighted.{train,valid}[.context].{en,fr}")
     parser.add_argument("--multi30k-dir", required=True, help="directory of the raw {train,val}.{en,fr}.gz")
     parser.add_argument("--work", default="work/scat_en_fr", help="scratch directory (kept for resuming)")
@@ -298,49 +302,44 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser.add_argument("--validate-every", type=int, default=500,
                         help="updates between validations: stage 1's greedy BLEU (its plateau rule; it trains in "
                         "chunks of this many updates), stage 2's loss (its convergence curve)")
-    parser.add_argument("--seed", type=int, default=1, help="stage 1's seed, and stage 2's without --seeds")
     add_run_options(parser, "stage-2 models and seeds (stage 1 runs alone, with --jobs × --threads threads)",
-                    ("--out",))
-    parser.add_argument("--no-report", action="store_true",
-                        help="train and evaluate, write no results (what each job of --jobs runs)")
+                    {"--results": ["--out"]}, stage_one_seed=True)
+    return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
-    check_run_options(parser, args)
+    check_run_options(parser, args, stage_one_seed=True)
     if min(args.sentence_updates, args.context_updates, args.validate_every) < 1:
         parser.error("--sentence-updates, --context-updates and --validate-every must be at least 1")
     return args
 
 
-def child_command(args: argparse.Namespace, name: str, seed: int) -> Tuple[str, ...]:
-    """The recipe's own command training and evaluating one stage-2 model of one seed."""
-    settings = passed_on(args, skip=("models", "seeds", "jobs", "results", "restart", "stage_one_only", "no_report"))
-    return (sys.executable, str(Path(__file__).resolve()), *settings, "--models", name,
-            *seed_options(seed, bool(args.seeds)), "--jobs", "1", "--no-report")
-
-
-def unfinished(recipe: Recipe, stage_one: Dict, pending: Sequence[Tuple[str, int]], argv: Sequence[str]) -> List[Dict]:
+def unfinished(recipe: Recipe, stage_one: Dict, pending: Sequence[Sequence], parser: argparse.ArgumentParser,
+               argv: Sequence[str]) -> List[Dict]:
     """Stage 1 when it stopped at its budget before the plateau, and every stage-2 run without a
     result, each with the command that resumes it."""
-    command = f"python {SCRIPT} {shlex.join(argv)}"
     listed = []
     if stage_one["stopped"] == "budget":
-        longer = [a for a in argv if a != "--stage-one-only"]
-        at = longer.index("--sentence-updates") if "--sentence-updates" in longer else None
-        longer = ([*longer[:at], *longer[at + 2:]] if at is not None else longer)
-        listed.append({"model": SENTENCE, "seed": stage_one["seed"],
-                       "state": f"stopped at its budget of {stage_one['updates']} updates before the plateau (stage-2 "
-                                f"models trained from it must be trained again in another --work)",
-                       "resume": f"python {SCRIPT} {shlex.join(longer)} --sentence-updates {2 * stage_one['updates']} "
-                                 f"--stage-one-only"})
+        longer = {"--sentence-updates": str(2 * stage_one["updates"]), "--stage-one-only": None}
+        listed.append(unfinished_run(SENTENCE, stage_one["seed"], f"stopped at its budget of {stage_one['updates']} "
+                                     f"updates before the plateau (stage-2 models trained from it must be trained "
+                                     f"again in another --work)", resume_command(parser, SCRIPT, argv, longer,
+                                                                                 drop=["--restart"])))
     for name, seed in pending:
         updates = checkpoint_updates(recipe.model_dir(name, seed) / "checkpoints" / "checkpoint_last.pt")
         state = f"interrupted at update {updates} (resumes from checkpoint_last.pt)" if updates else "not trained yet"
-        listed.append({"model": name, "seed": seed, "state": state, "resume": command})
+        options = {**seed_option(recipe.args, seed), "--models": name}
+        listed.append(unfinished_run(name, seed, state, resume_command(parser, SCRIPT, argv, options,
+                                                                       drop=["--restart", "--stage-one-only"])))
     return listed
 
 
-def main(argv: Sequence[str] = None) -> None:
+def main(argv: Optional[Sequence[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    log_to_stdout()
     scat_data.check_inputs(Path(args.scat_dir), Path(args.multi30k_dir))
     work = Path(args.work)
     if args.restart:
@@ -352,36 +351,40 @@ def main(argv: Sequence[str] = None) -> None:
     corpus = recipe.prepare()
     torch.set_num_threads(args.threads * args.jobs)  # stage 1 runs alone
     stage_one = recipe.stage_one()
-    torch.set_num_threads(args.threads)
-    seeds = seeds_of(args)
+    seeds = [seed for seed, _ in seed_dirs(args, work)]
     units = [] if args.stage_one_only else [(name, seed) for seed in seeds for name in args.models]
     pending = [(name, seed) for name, seed in units if not (recipe.model_dir(name, seed) / "result.json").exists()]
-    failed: List[str] = []
-    if len(pending) <= 1 or args.jobs == 1:
-        for name, seed in pending:
-            recipe.stage_two(name, seed)
-    else:
-        jobs = [Job(f"{name} seed {seed}", child_command(args, name, seed),
-                    recipe.model_dir(name, seed).parent.parent / f"job.{name}.log") for name, seed in pending]
-        failed = [job.name for job in run_jobs(jobs, args.jobs, args.threads)]
-    if args.no_report:
-        return
-    rows = [stage_one]
-    rows += [json.loads((recipe.model_dir(name, seed) / "result.json").read_text()) for seed in seeds
-             for name in STAGE_TWO_MODELS if (recipe.model_dir(name, seed) / "result.json").exists()]
-    out = results_dir(args, work)
-    scat_results.write(rows, {
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"), "command": f"python {SCRIPT} {shlex.join(argv)}",
-        "settings": {k: v for k, v in vars(args).items() if k not in ("models", "seeds", "results", "restart")},
-        "seeds": seeds, "corpus": corpus, "stage_one": stage_one,
-        "stage_one_rule": STAGE_ONE_PLATEAU.describe(args.validate_every, args.sentence_updates),
-        "unfinished": unfinished(recipe, stage_one, [u for u in units if not
-                                                     (recipe.model_dir(*u) / "result.json").exists()], argv),
-        "translations": {scat_results.run_name(r): r["hypotheses"] for r in rows}}, out)
-    print(f"== results: {out / 'scat_en_fr.md'}", flush=True)
+    jobs = [Job(f"{name}, seed {seed}",
+                job_command(parser, SCRIPT, argv, {**seed_option(args, seed), "--models": name},
+                            drop=["--restart", "--stage-one-only"]),
+                recipe.model_dir(name, seed).parent.parent / f"job.{name}.log",
+                functools.partial(recipe.stage_two, name, seed)) for name, seed in pending]
+    failed = run_jobs(jobs, args.jobs, args.threads)
+    if not args.no_report:
+        rows = [stage_one]
+        rows += [json.loads((recipe.model_dir(name, seed) / "result.json").read_text()) for seed in seeds
+                 for name in STAGE_TWO_MODELS if (recipe.model_dir(name, seed) / "result.json").exists()]
+        out = results_dir(args, work)
+        rule = STAGE_ONE_PLATEAU.describe(args.validate_every, args.sentence_updates, stops=True)
+        outcome = (f"stage 1 stopped at update {stage_one['updates']} ({stage_one['stopped']}): "
+                   f"{stage_one['convergence']}")
+        budget = (f"stage 1 at most {args.sentence_updates} updates of {args.max_tokens} tokens; stage 2 "
+                  f"{args.context_updates} updates of "
+                  + (f"{args.context_batch_size} sentences" if args.context_batch_size else
+                     f"{args.max_tokens} tokens (context tokens included)") + " per model")
+        header = run_header(args, seeds, shlex.join(["python", SCRIPT, *argv]), budget, rule, outcome)
+        scat_results.write(rows, header, {
+            "settings": {k: v for k, v in vars(args).items()
+                         if k not in ("models", "seeds", "results", "restart", "no_report", "precision", "jobs",
+                                      "threads")},
+            "corpus": corpus, "stage_one": stage_one,
+            "unfinished": unfinished(recipe, stage_one, [(name, seed) for name, seed in pending if not
+                                                         (recipe.model_dir(name, seed) / "result.json").exists()],
+                                     parser, argv),
+            "translations": {scat_results.run_name(r): r["hypotheses"] for r in rows}}, out)
+        print(f"== results: {out / 'scat_en_fr.md'}", flush=True)
     if failed:
-        sys.exit(f"scat_en_fr: error: {len(failed)} run(s) failed: {', '.join(failed)}; see their job.MODEL.log, "
-                 f"then run the same command again to resume")
+        sys.exit(failures_message("scat_en_fr", failed))
 
 
 if __name__ == "__main__":

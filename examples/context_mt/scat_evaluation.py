@@ -11,7 +11,7 @@ from typing import Dict
 
 import scat_data
 import scat_results
-from recipe_runs import checkpoint_updates
+from devtools.plateau_rule import checkpoint_updates
 from devtools.train_log import sentences_per_update, validation_curve
 
 

@@ -15,9 +15,10 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from devtools.machine_facts import this_machine
+from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
+from devtools.seed_statistics import (HELD, NOT_HELD, UNDECIDED, UNTESTED, direction_verdict, format_mean_sd, mean_sd,
+                                      t_test)
 from fairseq_ctx.core.generate_output import read_generate_lines
-from recipe_runs import HELD, NOT_HELD, UNDECIDED, format_mean_sd, mean_sd, paired_t_test, plot_if_possible
 
 SENTENCE = "sentence"  # the stage-1 sentence-level model
 SENTENCE_ON_SCAT = "sentence_scat"  # stage 1 continued on the SCAT lines without context: the stage-2 control
@@ -101,9 +102,9 @@ def comparisons(rows: Sequence[Dict]) -> List[Dict]:
         paired = [(r, control[r["seed"]]) for r in mine if r["seed"] in control]
         entry = {"model": model, "seeds": [r["seed"] for r, _ in paired]}
         for metric, digits in (("contrastive_accuracy", 3), ("bleu", 2), ("chrf", 2)):
-            test = paired_t_test([r[metric] - c[metric] for r, c in paired])
+            test = t_test([r[metric] - c[metric] for r, c in paired])
             entry[metric] = {"differences": list(test.differences), "mean": test.mean, "sd": test.sd, "p": test.p,
-                             "verdict": test.verdict(expect_positive=True), "text": test.describe(digits)}
+                             "verdict": direction_verdict(test.mean, test.p), "text": test.describe(digits)}
         out.append(entry)
     return out
 
@@ -115,11 +116,12 @@ def context_use(rows: Sequence[Dict]) -> List[Dict]:
     for model, mine in by_model(rows).items():
         if model == SENTENCE:
             continue
-        test = paired_t_test([r["cxmi"] for r in mine])
+        test = t_test([r["cxmi"] for r in mine])
         sentences = [value for r in mine for value in r["cxmi_per_sentence"]]
-        word, _, note = test.verdict(expect_positive=True).partition(" (")
+        verdict = direction_verdict(test.mean, test.p)
+        word = verdict.removesuffix(f" {UNTESTED}")
         out.append({"model": model, "values": list(test.differences), "p": test.p,
-                    "verdict": CONTEXT_USE[word] + (f" ({note}" if note else ""),
+                    "verdict": CONTEXT_USE[word] + (f" {UNTESTED}" if word != verdict else ""),
                     "text": test.describe(3, "t-test against 0"),
                     "positive_share": sum(v > 0 for v in sentences) / len(sentences) if sentences else 0.0})
     return out
@@ -192,29 +194,19 @@ def prior_lines(rows: Sequence[Dict], facts: Dict) -> List[str]:
     return lines
 
 
-def markdown(rows: Sequence[Dict], facts: Dict) -> str:
+def markdown(rows: Sequence[Dict], header: RunHeader, facts: Dict) -> str:
     a, counts, stage_one = facts["settings"], facts["corpus"]["counts"], facts["stage_one"]
     genders = {g: sum(gender(e["pronoun"]) == g for e in rows[0]["examples"]) for g in ("feminine", "masculine")}
     lines = [
-        "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns", "",
-        f"- Date: {facts['date']}; machine: {facts['machine_line']}",
-        f"- Precision: {a['precision']}; stage 1: seed {a['seed']}, {a['threads'] * a['jobs']} torch thread(s); "
-        f"stage 2: seeds {', '.join(str(s) for s in facts['seeds'])}, {a['jobs']} job(s) side by side with "
-        f"{a['threads']} torch thread(s) each",
-        f"- Command: `{facts['command']}`",
+        "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns", "", *header.lines(),
+        f"- Stage 1: seed {stage_one['seed']}, {header.threads * header.jobs} torch thread(s); its checkpoint of best "
+        f"greedy validation BLEU initialises every stage-2 model; stage 2 on SCAT train (context line + sentence per "
+        f"example), checkpoint_last.pt evaluated",
         f"- Model: {a['embed_dim']} dims, {a['layers']}+{a['layers']} layers, {a['heads']} heads, FFN {a['ffn_dim']}, "
         f"shared embeddings, joint sentencepiece BPE {a['spm_vocab']}, dropout {a['dropout']}, lr {a['lr']}",
         f"- Stage 1 data: {facts['corpus']['stage_one_corpus']}: {counts['multi30k_train']} + "
         f"{counts['scat_train_sentences']} + {counts['scat_train_context_lines']} = {counts['stage_one_train']} pairs; "
         f"SCAT valid sentences found verbatim among them: {counts['scat_valid_sentences_in_stage_one_train']}",
-        f"- Stage 1 budget: at most {a['sentence_updates']} updates of {a['max_tokens']} tokens; convergence rule "
-        f"(fixed before the run): {facts['stage_one_rule']}",
-        f"- Stage 1 outcome: stopped at update {stage_one['updates']} ({stage_one['stopped']}): "
-        f"{stage_one['convergence']}; its checkpoint of best greedy validation BLEU initialises stage 2",
-        f"- Stage 2 budget: {a['context_updates']} updates of "
-        + (f"{a['context_batch_size']} sentences" if a["context_batch_size"] else f"{a['max_tokens']} tokens "
-           "(context tokens included)")
-        + " per model, on SCAT train (context line + sentence per example), checkpoint_last.pt evaluated",
         f"- Evaluation: SCAT valid, {counts['scat_valid']} examples ({genders['feminine']} with a feminine, "
         f"{genders['masculine']} with a masculine correct pronoun)", "",
         "## Results on SCAT valid (mean ± sd over seeds)", "", *summary_table(rows), "",
@@ -228,8 +220,9 @@ def markdown(rows: Sequence[Dict], facts: Dict) -> str:
         "against their unmarked references; signatures below.", "",
         "## Verdict: each context model against the no-context control (sentence_scat)", "",
         "Expected direction: context models above the control trained on the same SCAT lines for the same updates "
-        "and sentences per update. Δ = context model − control per seed, mean ± sd; held / did not hold where a "
-        "paired t-test over the seeds gives p < 0.05, undecided otherwise.", "", *verdict_lines(facts), "",
+        "and sentences per update. Δ = context model − control per seed, mean ± sd, and the verdict; uses its "
+        "context: the verdict on \"CXMI is positive\" (a t-test of the seeds' CXMI against 0).", "",
+        *verdict_lines(facts), "",
         "## What a model learns without context: the pronoun prior", "",
         "Accuracy by the gender of the correct pronoun (mean ± sd over seeds), the share of examples where the model "
         "scores the feminine candidate higher, and the accuracy of rules that ignore the example:", "",
@@ -240,9 +233,7 @@ def markdown(rows: Sequence[Dict], facts: Dict) -> str:
         + ", ".join(f"{u}: {b:.2f}" for u, b in stage_one.get("valid_bleu", [])),
         *[f"- {run_name(r)}: validation loss by update (SCAT valid with its context): "
           + ", ".join(f"{u}: {v:.3f}" for u, v in r["valid_loss"]) for r in rows if r["model"] != SENTENCE], "",
-        "## Unfinished runs", "",
-        *([f"- {u['model']}, seed {u['seed']}: {u['state']}; resume: `{u['resume']}`" for u in facts["unfinished"]]
-          or ["None."]), "",
+        *unfinished_lines(facts["unfinished"]), "",
         "## Files", "",
         f"- `{STEM}.translations/MODEL[.seedN].fr`: the translations scored above, one per SCAT valid example; rescore "
         "with `fairseq-ctx-score --hyp FILE --ref REF --no-comet`, REF = SCAT's highlighted.valid.fr with the markers "
@@ -294,23 +285,21 @@ def plot(rows: Sequence[Dict], destination: Path) -> None:
     plt.close(figure)
 
 
-def write(rows: Sequence[Dict], facts: Dict, out: Path) -> Dict:
+def write(rows: Sequence[Dict], header: RunHeader, facts: Dict, out: Path) -> Dict:
     """Write every results file into ``out``; ``rows``: the result of stage 1 and of every stage-2
-    run; ``facts``: date, command, settings, seeds, corpus, stage_one, stage_one_rule, unfinished,
-    translations ({run name: hypothesis file}). Returns the JSON payload."""
+    run; ``facts``: settings, corpus, stage_one, unfinished, translations ({run name: hypothesis
+    file}). Returns the JSON payload."""
     out.mkdir(parents=True, exist_ok=True)
-    facts = {**facts, "machine": this_machine(facts["settings"]["threads"]).as_dict(),
-             "machine_line": this_machine(facts["settings"]["threads"]).describe(),
-             "comparisons": comparisons(rows), "context_use": context_use(rows),
+    facts = {**facts, "comparisons": comparisons(rows), "context_use": context_use(rows),
              "prior_rows": prior_rows(rows[0]["examples"], facts["corpus"]["scat_train_pronouns"])}
     translations = out / f"{STEM}.translations"
     shutil.rmtree(translations, ignore_errors=True)
     translations.mkdir()
     for name, source in facts.pop("translations").items():
         shutil.copyfile(source, translations / f"{name}.fr")
-    payload = {**facts, "rows": list(rows)}
+    payload = {**header.as_dict(), **facts, "rows": list(rows)}
     (out / f"{STEM}.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
-    (out / f"{STEM}.md").write_text(markdown(rows, facts), encoding="utf-8")
+    (out / f"{STEM}.md").write_text(markdown(rows, header, facts), encoding="utf-8")
     (out / f"{STEM}.contrastive.tsv").write_text(contrastive_tsv(rows), encoding="utf-8")
     (out / f"{STEM}.cxmi.tsv").write_text(cxmi_tsv(rows), encoding="utf-8")
     plot_if_possible(lambda: plot(rows, out / f"{STEM}.png"), out / f"{STEM}.png")

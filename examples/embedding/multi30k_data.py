@@ -1,12 +1,13 @@
 """Data of the Multi30k embedding recipe: the Multi30k task 1 files (Elliott et al., 2016) checked
 and prepared (one joint sentencepiece BPE model, one shared dictionary, fairseq-preprocess per
 training pair), and extra parallel test sets given on the command line."""
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
+
+from devtools.recipe_tools import read_json, write_json
 
 URL = "https://github.com/multi30k/dataset"
 LANGS = ("en", "de", "fr", "cs")
@@ -53,26 +54,12 @@ def check_data(data: str, k: int) -> Dict[str, int]:
     return counts
 
 
-def load_state(path: str) -> Optional[dict]:
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def save_state(path: str, state: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=2)
-    os.replace(tmp, path)
-
-
 def prepare(data: str, work: str, bpe_vocab: int) -> dict:
     """Joint sentencepiece BPE over the four training files, applied to every split, then the shared
     dictionary and one fairseq-preprocess per pair (docs/embedding.md). Skipped when already done."""
     settings = {"data": os.path.abspath(data), "bpe_vocab": bpe_vocab}
     state_path = os.path.join(work, "prepare.json")
-    state = load_state(state_path)
+    state = read_json(state_path)
     if state is not None:
         if state["settings"] != settings:
             raise RecipeError(f"{work} was prepared with {state['settings']}, not {settings}; use another --work "
@@ -102,7 +89,7 @@ def prepare(data: str, work: str, bpe_vocab: int) -> dict:
     binarize_multilingual(Path(text_dir), Path(work) / "data-bin", TRAIN_PAIRS, LANGS)
     state = {"settings": settings, "spm": prefix + ".model", "data_bin": os.path.join(work, "data-bin"),
              "wall_time_s": time.time() - start}
-    save_state(state_path, state)
+    write_json(state_path, state)
     return state
 
 

@@ -18,7 +18,9 @@ further --models. Results cover every trained model of the seeds' work directori
     python examples/embedding/multi30k_embedding.py --data multi30k-dataset/data/task1/tok --work work/multi30k
 """
 import argparse
+import functools
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -31,19 +33,22 @@ for directory in (HERE, REPOSITORY):
         sys.path.insert(0, directory)
 
 from multi30k_data import (EVAL_PAIRS, TRAIN_PAIRS, URL, ExtraTest, RecipeError, check_data,  # noqa: E402
-                           check_extra_test, load_state, prepare)
-from multi30k_models import LAST, MODELS, PLATEAU, SIZES, Budget, ModelRun, quote  # noqa: E402
+                           check_extra_test, prepare)
+from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
+from devtools.recipe_tools import read_json  # noqa: E402
+from devtools.recipe_runs import (Job, add_run_options, check_run_options, failures_message, job_command,  # noqa: E402
+                                  log_to_stdout, results_dir, resume_command, run_jobs, seed_dirs, seed_option)
+from multi30k_models import LAST, MODELS, PLATEAU, SIZES, Budget, ModelRun  # noqa: E402
 from multi30k_report import write_results  # noqa: E402
 from multi30k_retrieval import mean_error, multi30k_rows, retrieval_rows  # noqa: E402
-from recipe_runs import (Job, add_run_options, check_run_options, passed_on, results_dir, run_jobs,  # noqa: E402
-                         seed_options, seed_work, seeds_of)
 
 SCRIPT = "examples/embedding/multi30k_embedding.py"
 TEST_SET = "test_2016_flickr"
 
 
-def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="multi30k_embedding.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help=f"directory with {{train,val,test_2016_flickr}}.lc.norm.tok."
                         f"{{en,de,fr,cs}}: data/task1/tok of {URL}")
     parser.add_argument("--work", default="work/multi30k_embedding", help="everything but the results goes here")
@@ -68,9 +73,11 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                              "Moses-tokenised); repeatable")
     parser.add_argument("--bpe-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--k", type=int, default=4, help="nearest neighbours of the xsim ratio margin (LASER: 4)")
-    parser.add_argument("--seed", type=int, default=1, help="the seed when --seeds is not given")
-    add_run_options(parser, "models and seeds", ("--out-dir",))
-    parser.add_argument("--no-eval", action="store_true", help="train only; write no results")
+    add_run_options(parser, "models and seeds", {"--results": ["--out-dir"], "--no-report": ["--no-eval"]})
+    return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]
@@ -85,13 +92,6 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return args
 
 
-def child_command(args: argparse.Namespace, run: ModelRun) -> Tuple[str, ...]:
-    """The recipe's own command training one model of one seed (and nothing else)."""
-    settings = passed_on(args, skip=("models", "seeds", "jobs", "extra_test", "results", "no_eval"))
-    return (sys.executable, os.path.abspath(__file__), *settings, "--models", run.name,
-            *seed_options(run.seed, bool(args.seeds)), "--jobs", "1", "--no-eval")
-
-
 def train_one(run: ModelRun, args: argparse.Namespace, prep: dict) -> None:
     valid_dir = os.path.join(run.work, "emb", run.name, "valid")
     run.train(prep["data_bin"], args.size, Budget(args.updates, args.validate_every), args.precision,
@@ -99,16 +99,15 @@ def train_one(run: ModelRun, args: argparse.Namespace, prep: dict) -> None:
                                                           args.k)))
 
 
-def train_runs(pending: List[ModelRun], args: argparse.Namespace, prep: dict) -> List[str]:
-    """Train ``pending`` here one after the other, or side by side in ``--jobs`` processes (one log
-    each: WORK[/seed<N>]/job.NAME.log); returns the names of failed runs."""
-    if len(pending) <= 1 or args.jobs == 1:
-        for run in pending:
-            train_one(run, args, prep)
-        return []
-    jobs = [Job(f"{run.name} seed {run.seed}", child_command(args, run), Path(run.work) / f"job.{run.name}.log")
+def train_runs(pending: List[ModelRun], parser: argparse.ArgumentParser, argv: Sequence[str],
+               args: argparse.Namespace, prep: dict) -> Dict[str, str]:
+    """Train ``pending``, ``--jobs`` at a time, each job the recipe restricted to one model and seed
+    (log: WORK[/seed<N>]/job.NAME.log); returns ``{run: why it failed}``."""
+    jobs = [Job(f"{run.name}, seed {run.seed}",
+                job_command(parser, SCRIPT, argv, {**seed_option(args, run.seed), "--models": run.name}),
+                Path(run.work) / f"job.{run.name}.log", functools.partial(train_one, run, args, prep))
             for run in pending]
-    return [job.name for job in run_jobs(jobs, args.jobs, args.threads)]
+    return run_jobs(jobs, args.jobs, args.threads)
 
 
 def test_rows(run: ModelRun, state: dict, args: argparse.Namespace, prep: dict,
@@ -122,15 +121,15 @@ def test_rows(run: ModelRun, state: dict, args: argparse.Namespace, prep: dict,
     return [{"model": run.name, "seed": run.seed, "test_set": name, **row} for name, rows in sets for row in rows]
 
 
-def evaluate(args: argparse.Namespace, prep: dict, seeds: Sequence[int],
+def evaluate(args: argparse.Namespace, prep: dict,
              extra_tests: Sequence[ExtraTest]) -> Tuple[List[dict], Dict[str, Dict[int, dict]]]:
     """The retrieval rows of every trained model of the seeds, and its run.json ({model: {seed: state}})."""
     rows: List[dict] = []
     runs: Dict[str, Dict[int, dict]] = {}
-    for seed in seeds:
+    for seed, work in seed_dirs(args, Path(args.work)):
         for name in MODELS:
-            run = ModelRun(name, seed, str(seed_work(Path(args.work), seed, bool(args.seeds))))
-            state = load_state(run.run_path)
+            run = ModelRun(name, seed, str(work))
+            state = read_json(run.run_path)
             if state is not None:
                 print(f"== embed and xsim: {name}, seed {seed}", flush=True)
                 rows += test_rows(run, state, args, prep, extra_tests)
@@ -138,46 +137,47 @@ def evaluate(args: argparse.Namespace, prep: dict, seeds: Sequence[int],
     return rows, runs
 
 
-def with_option(argv: Sequence[str], option: str, value: str) -> List[str]:
-    """``argv`` with ``option`` set to ``value`` (replaced where given, appended otherwise)."""
-    argv = list(argv)
-    if option in argv:
-        argv[argv.index(option) + 1] = value
-        return argv
-    return [*argv, option, value]
-
-
-def unfinished(runs: Dict[str, Dict[int, dict]], requested: Sequence[ModelRun], argv: Sequence[str],
-               budget: int) -> List[dict]:
+def unfinished(runs: Dict[str, Dict[int, dict]], requested: Sequence[ModelRun], parser: argparse.ArgumentParser,
+               argv: Sequence[str], args: argparse.Namespace) -> List[dict]:
     """Every requested run that has not stopped, and every run stopped at its budget before its
-    plateau, with the command that resumes it."""
-    command = f"python {SCRIPT} {quote(argv)}"
+    plateau (resumed with twice the budget), with the command that resumes it."""
     listed = []
     for run in requested:
         if run.seed not in runs.get(run.name, {}):
             done = run.updates_done()
-            state = (f"interrupted at update {done} of {budget} (resumes from {LAST})" if done
+            state = (f"interrupted at update {done} of {args.updates} (resumes from {LAST})" if done
                      else "not trained yet")
-            listed.append({"model": run.name, "seed": run.seed, "state": state, "resume": command})
+            options = {**seed_option(args, run.seed), "--models": run.name}
+            listed.append(unfinished_run(run.name, run.seed, state, resume_command(parser, SCRIPT, argv, options)))
     for name, by_seed in runs.items():
         for seed, state in by_seed.items():
             if state.get("stopped") == "budget":
-                listed.append({"model": name, "seed": seed,
-                               "state": f"stopped at its budget of {state['updates']} updates before the plateau",
-                               "resume": f"python {SCRIPT} "
-                                         f"{quote(with_option(argv, '--updates', str(2 * state['updates'])))}"})
+                options = {**seed_option(args, seed), "--models": name, "--updates": str(2 * state["updates"])}
+                listed.append(unfinished_run(name, seed, f"stopped at its budget of {state['updates']} updates before "
+                                                         f"the plateau", resume_command(parser, SCRIPT, argv, options)))
     return listed
+
+
+def convergence(runs: Dict[str, Dict[int, dict]], args: argparse.Namespace) -> Tuple[str, str]:
+    """The convergence rule and its outcome over the runs, in words."""
+    if not args.validate_every:
+        return f"none: a fixed budget of {args.updates} updates (--validate-every 0)", "not judged (a fixed budget)"
+    stopped = [state.get("stopped") for by_seed in runs.values() for state in by_seed.values()]
+    return (PLATEAU.describe(args.validate_every, args.updates, stops=True),
+            f"{stopped.count('plateau')} of {len(stopped)} run(s) reached the plateau, the others stopped at the "
+            f"budget (per run below)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    log_to_stdout()
     import torch
 
     torch.set_num_threads(args.threads)
-    seeds, seeded = seeds_of(args), bool(args.seeds)
-    requested = [ModelRun(name, seed, str(seed_work(Path(args.work), seed, seeded)))
-                 for seed in seeds for name in args.models]
+    requested = [ModelRun(name, seed, str(work)) for seed, work in seed_dirs(args, Path(args.work))
+                 for name in args.models]
     budget = Budget(args.updates, args.validate_every)
     try:
         counts = check_data(args.data, args.k)
@@ -193,27 +193,30 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         for run in requested:
             if run not in pending:
                 print(f"== {run.name}, seed {run.seed}: finished earlier, skipped", flush=True)
-        failed = train_runs(pending, args, prep)
     except RecipeError as err:
         sys.exit(f"multi30k_embedding: error: {err}")
-    if args.no_eval:
+    failed = train_runs(pending, parser, argv, args, prep)
+    if args.no_report:
+        if failed:
+            sys.exit(failures_message("multi30k_embedding", failed))
         return {}
     start = time.time()
-    rows, runs = evaluate(args, prep, seeds, extra_tests)
-    report = write_results(results_dir(args, Path(args.work)), {
+    rows, runs = evaluate(args, prep, extra_tests)
+    rule, outcome = convergence(runs, args)
+    budget_text = (f"at most {args.updates} updates per model, validation every {args.validate_every} updates; the "
+                   f"checkpoint of the lowest validation error is tested" if args.validate_every else
+                   f"{args.updates} updates per model; the last checkpoint is tested")
+    header = run_header(args, [seed for seed, _ in seed_dirs(args, Path(args.work))],
+                        shlex.join(["python", SCRIPT, *argv]), budget_text, rule, outcome)
+    report = write_results(results_dir(args, Path(args.work)), header, {
         "rows": rows, "runs": runs, "labels": {name: MODELS[name][0] for name in runs}, "lines": counts,
         "prepare_s": prep["wall_time_s"], "evaluate_s": time.time() - start,
-        "command": f"python {SCRIPT} {quote(argv)}",
-        "settings": {key: getattr(args, key) for key in ("size", "updates", "validate_every", "bpe_vocab", "k",
-                                                         "threads", "jobs", "precision")},
-        "seeds": seeds, "train_pairs": TRAIN_PAIRS, "unseen": EVAL_PAIRS[0], "test_set": TEST_SET,
+        "settings": {key: getattr(args, key) for key in ("size", "updates", "validate_every", "bpe_vocab", "k")},
+        "train_pairs": TRAIN_PAIRS, "unseen": EVAL_PAIRS[0], "test_set": TEST_SET,
         "extra_tests": [{"name": t.name, "langs": list(t.langs), "paths": list(t.paths)} for t in extra_tests],
-        "rule": PLATEAU.describe(args.validate_every, args.updates) if args.validate_every else
-        f"none: a fixed budget of {args.updates} updates (--validate-every 0)",
-        "unfinished": unfinished(runs, requested, argv, args.updates)})
+        "unfinished": unfinished(runs, requested, parser, argv, args)})
     if failed:
-        sys.exit(f"multi30k_embedding: error: {len(failed)} run(s) failed: {', '.join(failed)}; see their "
-                 f"job.NAME.log, then run the same command again to resume")
+        sys.exit(failures_message("multi30k_embedding", failed))
     return report
 
 

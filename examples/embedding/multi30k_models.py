@@ -4,17 +4,17 @@ chunks until its validation xsim error plateaus (:data:`PLATEAU`, fixed before a
 checkpoint of the lowest validation error kept for testing. Every step is resumable: a chunk
 already trained is not trained again, and fairseq reseeds every update from the seed and the
 update number, so a resumed training is the one an uninterrupted run would have done."""
-import logging
 import os
-import shlex
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Sequence, Tuple
 
-from multi30k_data import TRAIN_PAIRS, RecipeError, load_state, save_state
-from recipe_runs import PlateauRule, checkpoint_updates, precision_args, train_until_plateau
+from devtools.plateau_rule import PlateauRule, checkpoint_updates, train_until_plateau
+from devtools.recipe_runs import precision_args
+from devtools.recipe_tools import Step, captured_log, read_json, run, write_json
+from multi30k_data import TRAIN_PAIRS, RecipeError
 
 # Model name -> (label, arch, criterion). Same updates, batches and optimiser for all.
 MODELS = {
@@ -96,31 +96,12 @@ def without_budget(args: Sequence[str]) -> List[str]:
     return [*args[:at], *args[at + 2:]]
 
 
-def quote(args: Sequence[str]) -> str:
-    return " ".join(shlex.quote(a) for a in args)
-
-
 def train(args: List[str], log_path: str) -> Tuple[float, float]:
-    """fairseq-train in this process; wall and CPU seconds (CPU time is what the run takes on
-    otherwise idle cores, wall time what it took here)."""
-    from fairseq import checkpoint_utils, distributed_utils, options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from fairseq_cli import train as fairseq_train
-
-    for function in (checkpoint_utils.save_checkpoint, fairseq_train.should_stop_early):
-        if hasattr(function, "best"):  # fairseq keeps a run's best validation here; each training starts afresh
-            del function.best
-    parsed = options.parse_args_and_arch(options.get_training_parser(), input_args=args)
-    cfg = convert_namespace_to_omegaconf(parsed)
-    handler = logging.FileHandler(log_path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
-    logging.getLogger().addHandler(handler)
+    """fairseq-train in this process, its log appended to ``log_path``; wall and CPU seconds (CPU
+    time is what the run takes on otherwise idle cores, wall time what it took here)."""
     start, cpu_start = time.time(), time.process_time()
-    try:
-        distributed_utils.call_main(cfg, fairseq_train.main)
-    finally:
-        logging.getLogger().removeHandler(handler)
-        handler.close()
+    with captured_log(Path(log_path)):
+        run(Step("fairseq-train", args))
     return time.time() - start, time.process_time() - cpu_start
 
 
@@ -142,7 +123,7 @@ class ModelRun:
     def finished(self, args: List[str], budget: Budget) -> bool:
         """Whether training has stopped under these settings (a run stopped at a smaller budget
         before its plateau is not); a run trained with other settings is refused."""
-        done = load_state(self.run_path)
+        done = read_json(self.run_path)
         if done is None:
             return False
         every = done.get("validate_every", 0)
@@ -160,7 +141,7 @@ class ModelRun:
         """Train to the budget or the plateau; ``validation_error(checkpoint)`` is the validation
         xsim error % of a checkpoint. Writes and returns run.json."""
         os.makedirs(self.save_dir, exist_ok=True)
-        progress = load_state(self.progress_path) or {"curve": [], "wall_time_s": 0.0, "cpu_time_s": 0.0}
+        progress = read_json(self.progress_path) or {"curve": [], "wall_time_s": 0.0, "cpu_time_s": 0.0}
         last = os.path.join(self.save_dir, LAST)
 
         def train_to(updates: int) -> None:
@@ -170,7 +151,7 @@ class ModelRun:
             wall, cpu = train(self.args(data_bin, size, updates, precision), self.log_path)
             progress["wall_time_s"] += wall
             progress["cpu_time_s"] += cpu
-            save_state(self.progress_path, progress)
+            write_json(self.progress_path, progress)
 
         def validate(updates: int) -> float:
             error = validation_error(last)
@@ -182,7 +163,7 @@ class ModelRun:
 
         def record(curve: List[Tuple[int, float]]) -> None:
             progress["curve"] = [list(point) for point in curve]
-            save_state(self.progress_path, progress)
+            write_json(self.progress_path, progress)
 
         if budget.every:
             curve = [(int(u), float(e)) for u, e in progress["curve"]]
@@ -192,9 +173,10 @@ class ModelRun:
             train_to(budget.updates)
             stopped, convergence, checkpoint = "fixed", "fixed budget, not judged", LAST
         args = self.args(data_bin, size, self.updates_done(), precision)
-        state = {"args": args, "command": "fairseq-train " + quote(args), "updates": self.updates_done(), "size": size,
-                 "precision": precision, "wall_time_s": progress["wall_time_s"], "cpu_time_s": progress["cpu_time_s"],
+        state = {"args": args, "command": Step("fairseq-train", args).shell, "updates": self.updates_done(),
+                 "size": size, "precision": precision, "wall_time_s": progress["wall_time_s"],
+                 "cpu_time_s": progress["cpu_time_s"],
                  "validate_every": budget.every, "stopped": stopped, "convergence": convergence,
                  "curve": progress["curve"], "checkpoint": checkpoint}
-        save_state(self.run_path, state)
+        write_json(self.run_path, state)
         return state

@@ -7,13 +7,12 @@ with a paired t-test over the seeds (a seed's two models share initialisation an
 the distance constraint lowers the retrieval error (cT-MDE below T-MDE) and the bottleneck beats
 full attention (T-MDE below T-MDE_F). Errors are xsim as LASER computes it (ratio margin, textual
 error)."""
-import datetime
 import json
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from devtools.machine_facts import MachineFacts, this_machine
-from recipe_runs import format_mean_sd, mean_sd, paired_t_test, plot_if_possible
+from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
+from devtools.seed_statistics import direction_verdict, format_mean_sd, mean_sd, t_test
 
 STEM = "multi30k_embedding"
 # (better model, worse model, claim) — "better" means a lower mean xsim error.
@@ -47,9 +46,9 @@ def expected_directions(summary: Dict[str, Dict[str, Dict[int, float]]]) -> List
                 check[measure] = {"verdict": "not tested (model not run)"}
                 continue
             seeds = sorted(set(summary[better][measure]) & set(summary[worse][measure]))
-            test = paired_t_test([summary[worse][measure][s] - summary[better][measure][s] for s in seeds])
+            test = t_test([summary[worse][measure][s] - summary[better][measure][s] for s in seeds])
             check[measure] = {"seeds": seeds, "differences": list(test.differences), "mean": test.mean, "sd": test.sd,
-                              "p": test.p, "verdict": test.verdict(expect_positive=True), "text": test.describe()}
+                              "p": test.p, "verdict": direction_verdict(test.mean, test.p), "text": test.describe()}
         checks.append(check)
     return checks
 
@@ -85,22 +84,16 @@ def run_lines(report: dict) -> List[str]:
     return lines
 
 
-def markdown(report: dict) -> str:
-    m, t, settings = report["machine"], report["wall_time_s"], report["settings"]
-    seeds = ", ".join(str(s) for s in report["seeds"])
-    lines = ["# Multi30k multilingual embedding (Li 2021, ch. 4)", "",
-             f"- Date: {report['date']}",
-             f"- Machine: {MachineFacts(**m).describe()}",
+def markdown(report: dict, header: RunHeader) -> str:
+    t, settings = report["wall_time_s"], report["settings"]
+    lines = ["# Multi30k multilingual embedding (Li 2021, ch. 4)", "", *header.lines(),
              f"- Data: Multi30k task 1 (Elliott et al., 2016), train {report['lines']['train']}, "
              f"val {report['lines']['valid']}, {report['test_set']} {report['lines']['test']} lines per language; "
              f"joint sentencepiece BPE ({settings['bpe_vocab']}) over en/de/fr/cs",
              f"- Training pairs: {', '.join(report['train_pairs'])} (pivots en, de); model size `{settings['size']}`",
-             f"- Precision: {settings['precision']}; seeds: {seeds}; budget: {settings['updates']} updates per model; "
-             f"{settings['jobs']} job(s) side by side, {settings['threads']} torch thread(s) each",
-             f"- Convergence rule (fixed before the runs): {report['rule']}",
              f"- xsim: ratio margin, k={settings['k']}, textual error (duplicate sentences count as right)",
              f"- Wall time: preprocessing {t['prepare']:.0f} s, training {t['train']:.0f} s (sum over runs), "
-             f"evaluation {t['evaluate']:.0f} s", f"- Command: `{report['command']}`", "",
+             f"evaluation {t['evaluate']:.0f} s", "",
              "## Runs", "", *run_lines(report), "",
              f"## Over seeds ({report['test_set']})", "",
              "| model | seeds | mean xsim error % (mean ± sd) | fr↔cs error % (mean ± sd) |", "|---|---|---|---|"]
@@ -109,8 +102,7 @@ def markdown(report: dict) -> str:
                      f"{format_mean_sd(list(s['mean_error_percent'].values()))} | "
                      f"{format_mean_sd(list(s['unseen_pair_error_percent'].values()))} |")
     lines += ["", "Expected directions: difference worse − better model per seed (positive: as expected), "
-              "mean ± sd; held / did not hold where a paired t-test over the seeds gives p < 0.05, undecided "
-              "otherwise:", ""]
+              "mean ± sd, and the verdict:", ""]
     for check in report["expected"]:
         parts = [f"{where}: **{check[measure]['verdict']}**"
                  + (f" ({check[measure]['text']})" if "text" in check[measure] else "")
@@ -130,9 +122,7 @@ def markdown(report: dict) -> str:
             lines.append(f"- {report['labels'][name]}, seed {seed}: "
                          f"{run.get('convergence', 'fixed budget, not judged')}"
                          + (f". Validation error % by update: {curve}" if curve else ""))
-    lines += ["", "## Unfinished runs", ""]
-    lines += [f"- {u['model']}, seed {u['seed']}: {u['state']}; resume: `{u['resume']}`"
-              for u in report["unfinished"]] or ["None."]
+    lines += ["", *unfinished_lines(report["unfinished"])]
     lines += ["", f"Retrieval errors of every direction (errors and wrongly retrieved lines): `{STEM}.errors.tsv`.", "",
               "Training commands (the last training session of each run):", ""]
     lines += [f"- {name}, seed {seed}: `{run['command']}`" for name, by_seed in report["runs"].items()
@@ -153,7 +143,8 @@ def plot(path: Path, report: dict) -> None:
     for i, (name, label) in enumerate(labels.items()):
         mine = {f"{src}→{tgt}": v for (model, src, tgt), v in values.items() if model == name}
         means, sds = zip(*(mean_sd(mine[d]) for d in directions))
-        axes.bar([d + i * width for d in range(len(directions))], means, width, yerr=sds, label=label)
+        axes.bar([d + i * width for d in range(len(directions))], means, width, yerr=[sd or 0.0 for sd in sds],
+                 label=label)
     axes.set_xticks([d + 0.4 - width / 2 for d in range(len(directions))], directions)
     axes.set_ylabel("xsim error % (ratio margin, k=4)")
     axes.set_title(f"Multi30k {report['test_set']} retrieval error per direction (fr↔cs never seen in training)")
@@ -164,19 +155,17 @@ def plot(path: Path, report: dict) -> None:
     plt.close(figure)
 
 
-def write_results(out_dir: Path, facts: dict) -> dict:
+def write_results(out_dir: Path, header: RunHeader, facts: dict) -> dict:
     """Write ``multi30k_embedding.{md,json,errors.tsv,png}`` into ``out_dir``; returns the JSON report.
-    ``facts``: rows, runs ({model: {seed: run.json}}), labels, lines, prepare_s, evaluate_s, command,
-    settings, seeds, train_pairs, unseen, test_set, extra_tests, rule, unfinished."""
+    ``facts``: rows, runs ({model: {seed: run.json}}), labels, lines, prepare_s, evaluate_s,
+    settings, train_pairs, unseen, test_set, extra_tests, unfinished."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = summaries(facts["rows"], facts["test_set"], facts["unseen"])
     runs = facts["runs"]
     train_s = sum(run["wall_time_s"] for by_seed in runs.values() for run in by_seed.values())
     report = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": this_machine(facts["settings"]["threads"]).as_dict(),
-        **{key: facts[key] for key in ("command", "lines", "settings", "seeds", "test_set", "extra_tests", "rule",
-                                       "unfinished", "labels")},
+        **header.as_dict(),
+        **{key: facts[key] for key in ("lines", "settings", "test_set", "extra_tests", "unfinished", "labels")},
         "train_pairs": list(facts["train_pairs"]),
         "wall_time_s": {"prepare": facts["prepare_s"], "train": train_s, "evaluate": facts["evaluate_s"],
                         "total": facts["prepare_s"] + train_s + facts["evaluate_s"]},
@@ -184,9 +173,10 @@ def write_results(out_dir: Path, facts: dict) -> dict:
         "rows": [{key: value for key, value in row.items() if key != "wrong"} for row in facts["rows"]],
     }
     base = out_dir / STEM
+    text = markdown(report, header)
     base.with_suffix(".json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-    base.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    base.with_suffix(".md").write_text(text, encoding="utf-8")
     Path(f"{base}.errors.tsv").write_text(errors_tsv(facts["rows"]), encoding="utf-8")
     plot_if_possible(lambda: plot(base.with_suffix(".png"), report), base.with_suffix(".png"))
-    print(markdown(report))
+    print(text)
     return report

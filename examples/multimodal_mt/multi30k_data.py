@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from recipe_steps import Step, run, write_whole
+from devtools.recipe_tools import Step, run, write_whole
 
 SOURCE, TARGET = "en", "de"
 TRAIN, VALID = "train", "val"

@@ -5,20 +5,18 @@ next to their tables, read as sacreBLEU's command line reads them, so that
 
 prints every BLEU, chrF, BP and length ratio of a table. Per model, seed and test set: BLEU, chrF,
 the length ratio and BLEU without its brevity penalty; over seeds: mean ± sd and a system's
-difference from a baseline with two tests of it; and the plateau test of a validation curve.
+difference from a baseline with two tests of it; and the convergence section of the tables.
 """
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from devtools.plateau_rule import BLEU_PLATEAU
+from devtools.recipe_tools import write_whole
+from devtools.seed_statistics import direction_verdict, mean_sd_text, paired_t_test, summary
 from fairseq_ctx.core.scoring import load_translations, paired_bootstrap, sacrebleu_metrics
-from devtools.seed_statistics import detectable_difference, mean_sd, paired_t_test
 from multi30k_data import TARGET
 from multi30k_runs import ModelRun, decoded_test_sets
-from recipe_steps import write_whole
 
-SIGNIFICANCE = 0.05  # p below which a difference counts as more than chance (fixed before any run)
-PLATEAU_TAIL = 0.2  # the last fifth of the updates
-PLATEAU_GAIN = 0.5  # BLEU
 SACREBLEU_COMMAND = "sacrebleu {reference} -i {hypotheses} -m bleu chrf --tokenize none -w 2"
 BOOTSTRAP_COMMAND = "sacrebleu {reference} -i {baseline} {system} -m bleu chrf --tokenize none --paired-bs -f text"
 
@@ -113,19 +111,6 @@ def recompute_note(rows: Sequence[dict], stem: str, reference: str, baseline: st
             "reference repeated as often)."]
 
 
-def summary(values: Sequence[float]) -> Dict[str, Optional[float]]:
-    mean, sd = mean_sd(values)
-    return {"mean": mean, "sd": sd}
-
-
-def above(delta: float, p: Optional[float]) -> str:
-    """Verdict on "the system is above the baseline": did not hold when the mean difference is not
-    positive, held when it is and its test gives p < SIGNIFICANCE, undecided otherwise."""
-    if delta <= 0:
-        return "did not hold"
-    return "held" if p is not None and p < SIGNIFICANCE else "undecided"
-
-
 def compare(baseline: Dict[int, dict], system: Dict[int, dict], baseline_hypotheses: Dict[int, List[str]],
             system_hypotheses: Dict[int, List[str]], references: Sequence[str]) -> Dict[str, object]:
     """A system's difference from the baseline over the seeds both have (per-seed scores keyed by
@@ -149,47 +134,9 @@ def compare(baseline: Dict[int, dict], system: Dict[int, dict], baseline_hypothe
     result["bootstrap"] = pooled
     p = result["t_bleu"]["p"] if len(seeds) > 1 else pooled["bleu_p"]
     result["test"] = f"paired t-test over {len(seeds)} seeds" if len(seeds) > 1 else "paired bootstrap (one seed)"
-    result["verdict"] = above(result["delta_bleu"]["mean"], p)
+    result["verdict"] = direction_verdict(result["delta_bleu"]["mean"], p)
     result["verdict_p"] = p
     return result
-
-
-def power_note(seeds: int) -> str:
-    """What a paired t-test over ``seeds`` seeds can detect, in words."""
-    if seeds < 2:
-        return ("One seed: no test of seed-to-seed variation is possible; the verdict uses the paired bootstrap "
-                "over test sentences, which treats the trained model as fixed.")
-    factor = detectable_difference(seeds, SIGNIFICANCE)
-    freedom = f"{seeds - 1} degree{'s' if seeds > 2 else ''} of freedom"
-    return (f"With {seeds} seeds ({freedom}) the t-test reaches p < {SIGNIFICANCE} only when "
-            f"the mean difference exceeds {factor:.2f} times the seed-to-seed sd of the differences: its power is "
-            f"low, and a real gain smaller than that is mostly called undecided.")
-
-
-def plateau(curve: Sequence[Sequence[float]]) -> Dict[str, object]:
-    """The plateau test of a greedy validation BLEU curve ``[[updates, bleu], …]``: the best value
-    of the last fifth of the updates against the best before; a gain under 0.5 BLEU is a plateau.
-    ``judged`` is False (with ``why``) without two points or without a point before the last fifth."""
-    if len(curve) < 2:
-        return {"judged": False, "why": "no validation curve with two or more points"}
-    last = int(curve[-1][0])
-    start = last - round(PLATEAU_TAIL * last)
-    before = [bleu for updates, bleu in curve if updates <= start]
-    tail = [bleu for updates, bleu in curve if updates > start]
-    if not before:
-        return {"judged": False, "why": "every validation lies in the last fifth of the run"}
-    gain = max(tail) - max(before)
-    return {"judged": True, "start": start, "last": last, "best_before": max(before), "best_tail": max(tail),
-            "gain": gain, "plateaued": gain < PLATEAU_GAIN}
-
-
-def plateau_text(outcome: Dict[str, object]) -> str:
-    if not outcome["judged"]:
-        return f"not judged ({outcome['why']})"
-    verdict = (f"plateaued (gain under {PLATEAU_GAIN})" if outcome["plateaued"]
-               else f"still rising (gain of {PLATEAU_GAIN} or more)")
-    return (f"best {outcome['best_before']:.2f} up to update {outcome['start']}, best {outcome['best_tail']:.2f} in "
-            f"updates {outcome['start'] + 1}–{outcome['last']} ({outcome['gain']:+.2f}): {verdict}")
 
 
 def best_validation(curve: Sequence[Sequence[float]]) -> str:
@@ -197,12 +144,6 @@ def best_validation(curve: Sequence[Sequence[float]]) -> str:
         return "n/a"
     updates, bleu = max(curve, key=lambda point: point[1])
     return f"{bleu:.2f} @ {int(updates)}"
-
-
-def mean_sd_text(values: Dict[str, Optional[float]], sign: bool = False, digits: int = 2) -> str:
-    """``mean ± sd`` (the mean alone for one seed), ``sign``: with + or −."""
-    mean = f"{values['mean']:{'+' if sign else ''}.{digits}f}"
-    return mean if values["sd"] is None else f"{mean} ± {values['sd']:.{digits}f}"
 
 
 def p_text(p: Optional[float]) -> str:
@@ -228,22 +169,25 @@ def comparison_cells(row: dict, versus: Optional[dict]) -> str:
         f"{p_text(versus['bootstrap']['bleu_p'])} / {p_text(versus['bootstrap']['chrf_p'])}", versus["verdict"]])
 
 
-def run_sections(convergence: Sequence[dict], rule: str, unfinished: Sequence[dict], left_out: Sequence[str],
-                 stages: str) -> List[str]:
-    """Markdown sections "Convergence" (``rule``, then the plateau test's outcome for every run)
-    and "Not finished" (each run lacking one of ``stages``, with the command that resumes it)."""
+def convergence_rows(runs: Sequence[ModelRun], order: Callable[[dict], object]) -> List[dict]:
+    """The convergence rule's outcome on every trained run's greedy validation BLEU curve, sorted by ``order``."""
+    rows = []
+    for model_run in runs:
+        record = model_run.record()
+        rows.append({"name": model_run.name, "seed": model_run.seed, "strategy": model_run.model.strategy,
+                     "second_source": model_run.model.extra, "updates": record["updates"],
+                     "train_wall_s": record["train_wall_s"], "valid_bleu": record["valid_bleu"],
+                     "plateau": BLEU_PLATEAU.judge(record["valid_bleu"]).as_dict()})
+    return sorted(rows, key=order)
+
+
+def convergence_lines(convergence: Sequence[dict], rule: str) -> List[str]:
+    """The "Convergence" section: ``rule``, then its outcome on every run's validation curve."""
     lines = ["## Convergence", "", rule, "", "| model | seed | updates | best val BLEU (greedy) @ update | "
              "last fifth against before |", "|---|---|---|---|---|"]
-    lines += [f"| {row['name']} | {row['seed']} | {row['updates']} | {best_validation(row['valid_bleu'])} | "
-              f"{plateau_text(row['plateau'])} |" for row in convergence]
-    lines += ["", "## Not finished", ""]
-    if unfinished:
-        lines += [f"Runs that lack a stage ({stages}; the tables above report what they have); the command resumes "
-                  "each, skipping what is done:", ""]
-        lines += [f"- {item['name']}, seed {item['seed']} (missing: {', '.join(item['missing'])}): `{item['command']}`"
-                  for item in unfinished]
-    else:
-        lines.append("None: every requested run has all its results.")
-    if left_out:
-        lines += ["", "Results files left out: " + ", ".join(left_out) + "."]
-    return lines
+    return lines + [f"| {row['name']} | {row['seed']} | {row['updates']} | {best_validation(row['valid_bleu'])} | "
+                    f"{row['plateau']['text']} |" for row in convergence]
+
+
+def left_out_lines(left_out: Sequence[str]) -> List[str]:
+    return ["", "Results files left out: " + ", ".join(left_out) + "."] if left_out else []

@@ -23,9 +23,8 @@ run a subset. Work layout: one seed's models in ``--work`` (``spm/``, ``data-bin
 N in ``<work>/seed<N>/``, laid out the same way.
 """
 import argparse
-import datetime
+import functools
 import json
-import logging
 import shlex
 import sys
 import tempfile
@@ -38,14 +37,17 @@ REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the hel
 if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
 
-from devtools.machine_facts import this_machine  # noqa: E402
+from devtools.plateau_rule import BLEU_PLATEAU  # noqa: E402
+from devtools.recipe_report import run_header  # noqa: E402
+from devtools.recipe_runs import (Job, add_run_options, check_run_options, failures_message, job_command,  # noqa: E402
+                                  log_to_stdout, precision_args, results_dir, resume_command, run_jobs, seed_dirs,
+                                  seed_option)
+from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
 from devtools.train_log import validation_curve  # noqa: E402
 from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, check_data, data_file, parse_test_sets,  # noqa: E402
                            prepare, split_name)
-from multi30k_runs import (LABEL_SMOOTHED, Model, ModelRun, decoded_test_sets, missing_work,  # noqa: E402
-                           refuse_other_settings, rerun_command, seed_dirs, survey, training_settings)
-from recipe_jobs import Job, run_jobs  # noqa: E402
-from recipe_steps import Step, captured_log, run, write_whole  # noqa: E402
+from multi30k_runs import (LABEL_SMOOTHED, Model, ModelRun, RunTable, decoded_test_sets, missing_work,  # noqa: E402
+                           refuse_other_settings, survey, training_settings)
 
 SCRIPT = "examples/multimodal_mt/multi30k_multisource.py"
 PROGRAM = "multi30k_multisource.py"
@@ -53,6 +55,8 @@ STRATEGIES = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hi
 PAIRS = ["fr", "cs"]
 SETTINGS = ["spm_vocab", "spm_langs", "max_update", "batch_size", "lr", "warmup_updates", "validate_every", "embed_dim",
             "ffn_dim", "layers", "heads", "rnn_hidden", "dropout", "beam", "max_len_a", "max_len_b", "precision"]
+ONE_SEED = ("sacreBLEU's paired bootstrap over the test sentences decides (it treats the trained models as fixed and "
+            "measures only the sampling of test sentences)")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,36 +81,41 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-len-a", type=float, default=1.2,
                         help="hypotheses stop at max-len-a * source length + max-len-b pieces (validation and test)")
     parser.add_argument("--max-len-b", type=int, default=10)
-    parser.add_argument("--precision", choices=["fp32", "amp"], default="amp",
-                        help="training arithmetic: amp passes fairseq's --amp (mixed precision), fp32 does not; "
-                             "decoding is fp32 either way")
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, work: str) -> None:
-    """Where a run reads and writes, which seeds and test sets, and how many jobs at a time."""
+def add_run_arguments(parser: argparse.ArgumentParser, work: str, runs: str) -> None:
+    """Where a run reads and writes, which test sets, and the options every recipe shares
+    (seeds, jobs, threads, precision, results); ``runs`` names what the jobs are."""
     parser.add_argument("data", help="directory with {train,val,TEST_SET}.lc.norm.tok.{en,de,...}")
-    parser.add_argument("--work", default=work, help="everything the recipe writes except the tables")
-    parser.add_argument("--results", help="directory for the tables and their hypotheses (default: <work>/results-tables)")
-    parser.add_argument("--seed", type=int, help="the one seed of a run without --seeds (default 1)")
-    parser.add_argument("--seeds", help="comma-separated seeds, e.g. 1,2,3: seed N is trained in <work>/seed<N>/")
+    parser.add_argument("--work", default=work, help="everything the recipe writes except the results files")
     parser.add_argument("--test-sets", default=DEFAULT_TEST,
                         help="comma-separated test set file stems, each translated and scored, e.g. "
                              "test_2016_flickr,test_2017_flickr,test_2017_mscoco")
-    parser.add_argument("--jobs", type=int, default=2, help="models (or seeds) trained at the same time, each in its own process")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of each job")
     parser.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
     parser.add_argument("--report-only", action="store_true",
-                        help="train and decode nothing: write the tables from the finished models, listing the rest")
+                        help="train and decode nothing: write the results from the finished runs, listing the rest")
+    add_run_options(parser, runs)
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     allow_abbrev=False)
-    add_run_arguments(parser, "work/multi30k_multisource")
+def parse_command_line(parser: argparse.ArgumentParser,
+                       argv: Optional[Sequence[str]]) -> Tuple[List[str], argparse.Namespace]:
+    """The command line (``argv``, else this process's) and its options, checked."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    check_run_options(parser, args)
+    if args.report_only and args.no_report:
+        parser.error("--report-only and --no-report leave nothing to do; give one of them")
+    return argv, args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser, "work/multi30k_multisource", "models and seeds")
     parser.add_argument("--models", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="second source languages (subset of fr,cs)")
     add_model_arguments(parser)
-    return parser.parse_args(argv)
+    return parser
 
 
 def model_args(model: Model, args: argparse.Namespace) -> List[str]:
@@ -127,14 +136,13 @@ def model_args(model: Model, args: argparse.Namespace) -> List[str]:
 
 def train_step(model: Model, data_bin: Path, user_dir: str, ckpt: Path, args: argparse.Namespace,
                seed: int, criterion: Sequence[str] = LABEL_SMOOTHED) -> Step:
-    precision = ["--amp"] if args.precision == "amp" else []
     return Step("fairseq-train", [
         str(data_bin), "--user-dir", user_dir, "--task", "multimodal_translation", "-s", SOURCE, "-t", TARGET,
         *model_args(model, args), "--dropout", str(args.dropout),
         "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "1.0", "--lr", str(args.lr),
         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup_updates), *criterion,
         "--batch-size", str(args.batch_size), "--max-update", str(args.max_update), "--seed", str(seed), "--cpu",
-        *precision, "--validate-interval", "100000", "--save-interval", "100000",
+        *precision_args(args.precision), "--validate-interval", "100000", "--save-interval", "100000",
         "--validate-interval-updates", str(args.validate_every), "--save-interval-updates", str(args.validate_every),
         "--keep-interval-updates", "1", "--no-epoch-checkpoints",
         "--eval-bleu", "--eval-bleu-args",
@@ -203,12 +211,12 @@ def finish_model(model_run: ModelRun) -> None:
                   "valid_bleu": validation_curve((out / "train.log").read_text(encoding="utf-8"), "bleu"),
                   "train_wall_s": time.time() - start, "train_command": train.shell,
                   "settings": model_run.settings, "test_sets": {}}
-        write_whole(model_run.record_path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+        write_json(model_run.record_path, record)
     for stem in model_run.test_sets:
         decoded = decoded_test_sets(record)
         if stem not in decoded:
             record["test_sets"] = {**decoded, stem: decode(model_run, stem)}
-            write_whole(model_run.record_path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+            write_json(model_run.record_path, record)
 
 
 @dataclass
@@ -225,97 +233,119 @@ class RunContext:
 
 
 def start_run(args: argparse.Namespace, program: str, extra_langs: Sequence[str]) -> RunContext:
-    """Check the options and the data (every file the run reads, before anything is written)."""
-    if args.jobs < 1 or args.threads < 1:
-        sys.exit(f"{program}: error: --jobs and --threads must be at least 1")
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, stream=sys.stdout)
+    """Check the data (every file the run reads, before anything is written)."""
+    log_to_stdout()
     test_sets = parse_test_sets(args.test_sets, program)
     spm_langs = [lang for lang in args.spm_langs.split(",") if lang]
     counts = check_data(args.data, test_sets, [SOURCE, TARGET, *extra_langs], spm_langs, program)
     work = Path(args.work).resolve()
-    results = Path(args.results).resolve() if args.results else work / "results-tables"
+    results = results_dir(args, work).resolve()
     for option, path in (("--work", work), ("--results", results)):
         if path == Path(args.data).resolve():
             sys.exit(f"{program}: error: {option} {path} is the data directory; choose another directory")
-    seeds = seed_dirs(args, work, program)
+    seeds = seed_dirs(args, work)
     settings = {seed: training_settings(args, seed, SETTINGS) for seed, _ in seeds}
     return RunContext(test_sets, spm_langs, counts, results, seeds, settings,
                       str(Path(__import__("fairseq_ctx").__file__).parent))
 
 
-def train_and_decode(runs: Sequence[ModelRun], args: argparse.Namespace, context: RunContext,
-                     extra_langs: Sequence[str], finish: Callable[[ModelRun], None] = finish_model,
-                     missing: Callable[[ModelRun], List[str]] = missing_work) -> Tuple[List[Step], Dict[str, str]]:
-    """Prepare each seed's data, then ``finish`` every run that lacks something, ``--jobs`` at a
-    time; returns the data commands (of the first seed) and ``{run: error}`` of the runs that failed."""
+@dataclass
+class Invocation:
+    """One command of a Multi30k recipe: its script, parsed arguments and what they determine."""
+
+    script: str
+    program: str
+    parser: argparse.ArgumentParser
+    argv: List[str]
+    args: argparse.Namespace
+    context: RunContext
+    start: float
+
+    def resume(self, options: Dict[str, str]) -> str:
+        """The command resuming the run that ``options`` select (its seed, models or variants)."""
+        return resume_command(self.parser, self.script, self.argv, options, drop=["--report-only"])
+
+    def job(self, options: Dict[str, str]) -> Tuple[str, ...]:
+        """The command of the job doing the run that ``options`` select."""
+        return job_command(self.parser, self.script, self.argv, options, drop=["--report-only"])
+
+    def describe(self, data_steps: Sequence[Step], budget: str, one_seed: str = ONE_SEED) -> Dict[str, object]:
+        """The header (its convergence outcome is the results writer's to fill in), sizes, test
+        sets and settings, for the results files; ``one_seed``: what decides a verdict with one seed."""
+        args, context = self.args, self.context
+        first_seed = context.seeds[0][0]
+        rule = BLEU_PLATEAU.describe(args.validate_every, args.max_update, stops=False)
+        header = run_header(args, [seed for seed, _ in context.seeds], shlex.join(["python", self.script, *self.argv]),
+                            budget, rule, "", one_seed)
+        return {"header": header,
+                "this_invocation_wall_s": time.time() - self.start, "sentences": context.counts,
+                "test_sets": context.test_sets,
+                "settings": {k: v for k, v in context.settings[first_seed].items() if k != "seed"},
+                "data_commands": [s.shell for s in data_steps]}
+
+
+def run_and_report(invocation: Invocation, runs: Sequence[ModelRun], extra_langs: Sequence[str],
+                   options: Callable[[ModelRun], Dict[str, str]], found: Callable[[dict, int, Path], ModelRun],
+                   write: Callable[[RunTable, Sequence[Step]], List[Path]],
+                   finish: Callable[[ModelRun], None] = finish_model, missing: Callable[[ModelRun], List[str]] = missing_work) -> None:
+    """Refuse results files of other settings; prepare each seed's data and ``finish`` every run
+    that lacks something, ``--jobs`` at a time (each job selected by its run's ``options``); then
+    ``write`` the results of the finished runs and of every other one ``found`` in the seed
+    directories. Nothing is trained with ``--report-only``, nothing written with ``--no-report``."""
+    args, context = invocation.args, invocation.context
+    refuse_other_settings(runs, invocation.program)
     data_steps: List[Step] = []
-    for _, directory in context.seeds:
-        steps = prepare(args.data, directory, context.test_sets, extra_langs, context.spm_langs, args.spm_vocab,
-                        args.workers)
-        data_steps = data_steps or steps
-    jobs = [Job(f"{r.name}, seed {r.seed}", finish, r, r.eval_dir / "job.log") for r in runs if missing(r)]
-    return data_steps, run_jobs(jobs, args.jobs, args.threads)
-
-
-def describe_run(args: argparse.Namespace, script: str, argv: Sequence[str], context: RunContext, start: float,
-                 data_steps: Sequence[Step]) -> Dict[str, object]:
-    """Date, machine, command, sizes, seeds, test sets, precision and settings, for the tables."""
-    first_seed = context.seeds[0][0]
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": this_machine(torch_threads=args.threads).as_dict(),
-            "command": " ".join(shlex.quote(a) for a in [script, *argv]),
-            "this_invocation_wall_s": time.time() - start, "sentences": context.counts, "jobs": args.jobs,
-            "seeds": [seed for seed, _ in context.seeds], "test_sets": context.test_sets, "precision": args.precision,
-            "settings": {k: v for k, v in context.settings[first_seed].items() if k != "seed"},
-            "data_commands": [s.shell for s in data_steps]}
-
-
-def exit_on_failures(failures: Dict[str, str], program: str) -> None:
+    failures: Dict[str, str] = {}
+    if not args.report_only:
+        for _, directory in context.seeds:
+            steps = prepare(args.data, directory, context.test_sets, extra_langs, context.spm_langs, args.spm_vocab,
+                            args.workers)
+            data_steps = data_steps or steps
+        jobs = [Job(f"{r.name}, seed {r.seed}", invocation.job(options(r)), r.eval_dir / "job.log",
+                    functools.partial(finish, r)) for r in runs if missing(r)]
+        failures = run_jobs(jobs, args.jobs, args.threads)
+    if not args.no_report:
+        table = survey(runs, context.seeds, lambda r: invocation.resume(options(r)), found, missing)
+        print("\n".join(str(path) for path in write(table, data_steps)))
     if failures:
-        sys.exit(f"{program}: error: {len(failures)} of the runs failed: "
-                 + "; ".join(f"{name}: {error}" for name, error in failures.items())
-                 + "; the tables list them with the command that resumes each")
+        sys.exit(failures_message(invocation.program, failures))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     start = time.time()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
+    parser = build_parser()
+    argv, args = parse_command_line(parser, argv)
     strategies = [s for s in args.models.split(",") if s]
     pairs = [p for p in args.pairs.split(",") if p]
     for name, chosen, known in (("--models", strategies, STRATEGIES), ("--pairs", pairs, PAIRS)):
         unknown = sorted(set(chosen) - set(known))
         if unknown:
-            sys.exit(f"{PROGRAM}: error: {name} {','.join(unknown)} unknown; choose from {','.join(known)}")
+            parser.error(f"{name} {','.join(unknown)} unknown; choose from {','.join(known)}")
     models = [Model(s, None) for s in strategies if s == "text-only"]
     models += [Model(s, p) for p in pairs for s in strategies if s != "text-only"]
     context = start_run(args, PROGRAM, pairs)
+    invocation = Invocation(SCRIPT, PROGRAM, parser, argv, args, context, start)
 
     def model_run(model: Model, seed: int, directory: Path) -> ModelRun:
         return ModelRun(model.name, model, seed, directory, args, context.settings[seed], context.test_sets,
                         context.user_dir)
 
-    runs = [model_run(model, seed, directory) for seed, directory in context.seeds for model in models]
-    refuse_other_settings(runs, PROGRAM)
-    data_steps, failures = ([], {}) if args.report_only else train_and_decode(runs, args, context, pairs)
-    seeds_option = "--seeds" if args.seeds is not None else "--seed"
-
-    def resume(unfinished: ModelRun) -> str:
-        return rerun_command(SCRIPT, argv, {seeds_option: str(unfinished.seed), "--models": unfinished.model.strategy,
-                                            "--pairs": unfinished.model.extra or args.pairs},
-                             drop=["--seed", "--seeds", "--report-only"])
+    def options(one: ModelRun) -> Dict[str, str]:
+        return {**seed_option(args, one.seed), "--models": one.model.strategy, "--pairs": one.model.extra or args.pairs}
 
     def found(record: dict, seed: int, directory: Path) -> ModelRun:
         return model_run(Model(record["strategy"], record["second_source"]), seed, directory)
 
-    table = survey(runs, context.seeds, resume, found)
-    from multi30k_results import write_results
+    def write(table: RunTable, data_steps: Sequence[Step]) -> List[Path]:
+        from multi30k_results import write_results
 
-    references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
-    written = write_results(table, context.results, describe_run(args, SCRIPT, argv, context, start, data_steps),
-                            references)
-    print("\n".join(str(p) for p in written))
-    exit_on_failures(failures, PROGRAM)
+        budget = (f"{args.max_update} updates of {args.batch_size} sentences per model, greedy validation BLEU every "
+                  f"{args.validate_every} updates; the checkpoint of the best validation BLEU is tested")
+        references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
+        return write_results(table, context.results, invocation.describe(data_steps, budget), references)
+
+    runs = [model_run(model, seed, directory) for seed, directory in context.seeds for model in models]
+    run_and_report(invocation, runs, pairs, options, found, write)
 
 
 if __name__ == "__main__":

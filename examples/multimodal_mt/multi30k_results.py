@@ -5,14 +5,14 @@ per test set; with several seeds, mean ± sd over seeds and two tests of each mo
 from text-only. A resumed or partial run is reported as it stands, its unfinished models listed
 with the command that resumes each."""
 import json
-import logging
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from devtools.machine_facts import MachineFacts
-from multi30k_evaluation import (PLATEAU_GAIN, SIGNIFICANCE, best_validation, compare, comparison_cells,
-                                 comparison_header, mean_sd_text, over_seeds, p_text, plateau, plateau_text,
-                                 power_note, read_lines, recompute_note, run_sections, score_decoded)
+from devtools.recipe_report import plot_if_possible, unfinished_lines
+from devtools.seed_statistics import HELD, NOT_HELD, SIGNIFICANCE, UNDECIDED, mean_sd_text, power_note
+from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
+                                 convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
+                                 score_decoded)
 from multi30k_runs import ModelRun, RunTable
 
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
@@ -20,10 +20,6 @@ BASELINE = "text-only"
 STEM = "multi30k_multisource"
 EXPECTED = ("Expected direction (Libovický, 2019, Europarl multi-source: +3 to +4 BLEU over a single "
             "source): every multi-source model above the text-only en→de model.")
-CONVERGENCE_RULE = ("Convergence rule (fixed before any run): a model's greedy validation BLEU has plateaued when the "
-                    "best value in the last fifth of its updates is less than "
-                    f"{PLATEAU_GAIN} BLEU above the best value before.")
-PLOT_MISSING = 'plot skipped: matplotlib is not installed (pip install "fairseq-ctx[plots]")'
 
 
 def score_test_set(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path) -> List[dict]:
@@ -46,38 +42,34 @@ def score_test_set(runs: Sequence[ModelRun], stem: str, reference: str, out_dir:
 
 
 def direction(rows: List[dict]) -> str:
-    """Held / undecided / did not hold for each multi-source model (the rule of ``above``), as one statement."""
+    """Held / undecided / did not hold for each multi-source model (its comparison's verdict), as one statement."""
     multi = [r for r in rows if r["second_source"] is not None and r.get("vs_text_only", {}).get("seeds")]
     if not any(r["name"] == BASELINE for r in rows) or not multi:
         return "Not judged: the run has no text-only model or no multi-source model with a common seed."
-    groups: Dict[str, List[str]] = {"held": [], "undecided": [], "did not hold": []}
+    groups: Dict[str, List[str]] = {HELD: [], UNDECIDED: [], NOT_HELD: []}
     for row in multi:
         versus = row["vs_text_only"]
-        delta = versus["delta_bleu"]["mean"]
-        groups[versus["verdict"]].append(f"{row['name']} ({delta:+.2f}" + (
-            "" if versus["verdict"] == "did not hold" else f", p {p_text(versus['verdict_p'])}") + ")")
-    if len(groups["held"]) == len(multi):
+        groups[versus["verdict"]].append(f"{row['name']} ({versus['delta_bleu']['mean']:+.2f}, "
+                                         f"p {p_text(versus['verdict_p'])})")
+    if len(groups[HELD]) == len(multi):
         which = "the multi-source model" if len(multi) == 1 else f"all {len(multi)} multi-source models"
-        return f"Held for {which}: " + ", ".join(groups["held"]) + "."
-    parts = [f"Held for {len(groups['held'])} of {len(multi)} multi-source models" +
-             (": " + ", ".join(groups["held"]) if groups["held"] else "")]
-    if groups["undecided"]:
-        parts.append(f"undecided (a gain within chance, p ≥ {SIGNIFICANCE}) for " + ", ".join(groups["undecided"]))
-    if groups["did not hold"]:
-        parts.append("did not hold (at or below text-only) for " + ", ".join(groups["did not hold"]))
+        return f"Held for {which}: " + ", ".join(groups[HELD]) + "."
+    parts = [f"Held for {len(groups[HELD])} of {len(multi)} multi-source models" +
+             (": " + ", ".join(groups[HELD]) if groups[HELD] else "")]
+    if groups[UNDECIDED]:
+        parts.append(f"undecided (p ≥ {SIGNIFICANCE} or no difference) for " + ", ".join(groups[UNDECIDED]))
+    if groups[NOT_HELD]:
+        parts.append(f"did not hold (below text-only, p < {SIGNIFICANCE}) for " + ", ".join(groups[NOT_HELD]))
     return "; ".join(parts) + "."
 
 
 def convergence(rows: List[dict]) -> str:
     """The convergence rule's outcome on the text-only validation curve (its first seed among
-    ``rows``, each with ``second_source`` and ``valid_bleu``), in words."""
+    ``rows``, each with ``second_source``, ``seed`` and ``plateau``), in words."""
     base = next((r for r in rows if r["second_source"] is None), None)
     if base is None:
-        return "Plateau not judged: no text-only validation curve with two or more points."
-    outcome = plateau(base["valid_bleu"])
-    if not outcome["judged"]:
-        return f"Plateau not judged: {outcome['why']}."
-    return f"Text-only greedy validation BLEU: {plateau_text(outcome)}."
+        return "not judged: the run has no text-only model"
+    return f"text-only (seed {base['seed']}): {base['plateau']['text']}"
 
 
 def length_check(row: dict, base: Optional[dict]) -> str:
@@ -141,37 +133,27 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
              convergence_rows: List[dict]) -> str:
     first = next(iter(sections.values()), [])
     pairs = ", ".join(sorted({r["pair"] for rows in sections.values() for r in rows if r["second_source"]})) or "none in this run"
-    seeds = run["seeds"]
-    sentences = run["sentences"]
+    header, sentences = run["header"], run["sentences"]
     lines = [
-        f"# Multi30k: a second source language ({pairs}) against text-only en→de", "",
-        f"Date: {run['date']}. Machine: {MachineFacts(**run['machine']).describe()}; {run['jobs']} job(s) at a time.",
-        f"Precision: {run['precision']} (training; "
-        + ("fairseq `--amp`, mixed precision" if run["precision"] == "amp" else "float32")
-        + "; decoding float32). Seeds: " + ", ".join(map(str, seeds))
-        + f". Updates: {run['settings']['max_update']} per model.",
-        f"Data: Multi30k task 1 (Elliott et al., 2016), lc.norm.tok files, {sentences['train']}/{sentences['val']} "
-        "sentences (train / val); test sets: " + ", ".join(f"{s} ({sentences[s]})" for s in run["test_sets"]) + ".",
-        "", "Command:", "", f"    python {run['command']}", "",
-        f"Settings (the same for every model and seed): {json.dumps(run['settings'])}.", "",
+        f"# Multi30k: a second source language ({pairs}) against text-only en→de", "", *header.lines(),
+        f"- Data: Multi30k task 1 (Elliott et al., 2016), lc.norm.tok files, {sentences['train']}/{sentences['val']} "
+        "sentences (train / val); test sets: " + ", ".join(f"{s} ({sentences[s]})" for s in run["test_sets"]),
+        f"- Settings (the same for every model and seed): {json.dumps(run['settings'])}", "",
         "BLEU and chrF: sacreBLEU on each test set, beam search from the checkpoint with the best greedy validation "
         "BLEU; hypotheses with the sentencepiece pieces removed (lowercased, Moses-tokenised text) against the "
         "lc.norm.tok references with `--tokenize none`, the form in which papers report Multi30k BLEU. \"shuffled\": "
         "the same model re-decoded with the second source permuted across the test set (as fairseq-ctx-adversarial "
         "does); drop = BLEU − BLEU shuffled. With several seeds: mean ± sd (sample sd) over seeds.", "",
-        "Tests of a difference from text-only (p below 0.05: unlikely to be chance): (1) a paired t-test over seeds "
-        "of the per-seed differences, two-sided; it measures the difference against seed-to-seed variation, the "
-        "question whether another training run would give the gain, and the verdict uses it; (2) sacreBLEU's paired "
-        "bootstrap resampling of the test sentences (Koehn, 2004; `--paired-bs`, 1000 resamples, seed 12345) with "
-        "the seeds' hypotheses pooled; it treats the trained models as fixed and measures only the sampling of test "
-        "sentences. " + power_note(len(seeds)), "",
-        "Verdict on \"above text-only\": held when the mean BLEU difference is positive and its test gives p < "
-        f"{SIGNIFICANCE}; undecided when it is positive with p ≥ {SIGNIFICANCE}; did not hold when it is zero or "
-        "negative.", ""]
+        "Tests of a difference from text-only: (1) the paired t-test over seeds of the per-seed differences, which "
+        "measures the difference against seed-to-seed variation (would another training run give the gain?); the "
+        "verdict uses it with two or more seeds. (2) sacreBLEU's paired bootstrap resampling of the test sentences "
+        "(Koehn, 2004; `--paired-bs`, 1000 resamples, seed 12345) with the seeds' hypotheses pooled, which treats "
+        "the trained models as fixed and measures only the sampling of test sentences; the verdict uses it with one "
+        "seed. " + power_note(len(header.seeds)), ""]
     for stem, rows in sections.items():
         lines += test_set_section(stem, rows, references[stem], sentences[stem])
-    lines += run_sections(convergence_rows, CONVERGENCE_RULE + " " + convergence(convergence_rows), table.unfinished,
-                          table.left_out, "training, or decoding a test set")
+    lines += [*convergence_lines(convergence_rows, f"Rule: {header.convergence_rule}. Outcome: {header.convergence}."),
+              *left_out_lines(table.left_out), "", *unfinished_lines(table.unfinished)]
     total = sum(s["train_wall_s"] + s["eval_wall_s"] for row in first for s in row["per_seed"].values())
     lines += ["", f"Wall time: {_minutes(total)} min for {sum(len(r['per_seed']) for r in first)} model run(s) "
               f"(training with validation, then decoding the first test set; a resumed training counts its last stretch); "
@@ -181,14 +163,8 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: List[dict], convergence_rows: List[dict], path: Path) -> bool:
-    """Draw the figure; False (after one warning) when matplotlib is not installed."""
-    try:
-        import matplotlib
-    except ImportError:
-        logging.getLogger(__name__).warning(PLOT_MISSING)
-        return False
-    matplotlib.use("Agg")
+def plot(rows: List[dict], convergence_rows: List[dict], path: Path) -> None:
+    """Mean test BLEU per model over seeds (text-only as a line) and the validation curves."""
     import matplotlib.pyplot as plt
 
     figure, (bars, curves) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -218,18 +194,10 @@ def plot(rows: List[dict], convergence_rows: List[dict], path: Path) -> bool:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
-    return True
 
 
-def convergence_table(runs: Sequence[ModelRun]) -> List[dict]:
-    """The convergence rule's outcome for every finished model and seed."""
-    rows = []
-    for model_run in runs:
-        record = model_run.record()
-        rows.append({"name": model_run.name, "seed": model_run.seed, "strategy": model_run.model.strategy,
-                     "second_source": model_run.model.extra, "updates": record["updates"],
-                     "valid_bleu": record["valid_bleu"], "plateau": plateau(record["valid_bleu"])})
-    return sorted(rows, key=lambda r: (r["second_source"] or "", ORDER.index(r["strategy"]), r["seed"]))
+def run_order(row: dict) -> tuple:
+    return row["second_source"] or "", ORDER.index(row["strategy"]), row["seed"]
 
 
 def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[str, str]) -> List[Path]:
@@ -237,17 +205,19 @@ def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[st
     paths of the tables (and of the plot when matplotlib is installed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = {stem: score_test_set(table.trained, stem, references[stem], out_dir) for stem in run["test_sets"]}
-    converged = convergence_table(table.trained)
+    converged = convergence_rows(table.trained, run_order)
+    header = run["header"]
+    header.convergence = convergence(converged)
     paths = [out_dir / f"{STEM}.json", out_dir / f"{STEM}.md"]
-    first = next(iter(sections.values()))
-    summary_json = {**run, "expected": EXPECTED, "convergence_rule": CONVERGENCE_RULE, "convergence": converged,
-                    "text_only_convergence": convergence(converged),
+    summary_json = {**header.as_dict(), **{k: v for k, v in run.items() if k != "header"}, "expected": EXPECTED,
+                    "convergence_by_run": converged,
                     "test_sets": {stem: {"reference": Path(references[stem]).name, "direction": direction(rows),
                                          "models": rows} for stem, rows in sections.items()},
                     "runs": {f"{r.name}/seed{r.seed}": r.record() for r in table.trained},
                     "unfinished": table.unfinished, "left_out": table.left_out}
     paths[0].write_text(json.dumps(summary_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(run, sections, references, table, converged), encoding="utf-8")
-    if plot(first, converged, out_dir / f"{STEM}.png"):
-        paths.append(out_dir / f"{STEM}.png")
+    picture = out_dir / f"{STEM}.png"
+    if plot_if_possible(lambda: plot(next(iter(sections.values())), converged, picture), picture):
+        paths.append(picture)
     return paths

@@ -4,13 +4,13 @@ with ``--seeds``, seed N's in ``<work>/seed<N>/``, laid out the same way. A run'
 written once it is trained and lists the test sets it has been decoded on; what a run still
 lacks, the settings it was trained with, and the command that resumes it are read from there."""
 import argparse
-import json
-import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from devtools.recipe_report import unfinished_run
+from devtools.recipe_tools import read_json
 from multi30k_data import DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET
 
 LABEL_SMOOTHED = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
@@ -63,11 +63,7 @@ class ModelRun:
         return self.seed_dir / "checkpoints" / self.name
 
     def record(self) -> Optional[dict]:
-        return read_record(self.record_path)
-
-
-def read_record(path: Path) -> Optional[dict]:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        return read_json(self.record_path)
 
 
 def decoded_test_sets(record: dict) -> Dict[str, dict]:
@@ -85,21 +81,6 @@ def missing_work(model_run: ModelRun) -> List[str]:
     if record is None:
         return ["training"]
     return [stem for stem in model_run.test_sets if stem not in decoded_test_sets(record)]
-
-
-def seed_dirs(args: argparse.Namespace, work: Path, program: str) -> List[Tuple[int, Path]]:
-    """(seed, directory) of each seed of the run: ``--seeds``: ``<work>/seed<N>``; else ``work`` itself."""
-    if args.seeds is None:
-        return [(1 if args.seed is None else args.seed, work)]
-    if args.seed is not None:
-        sys.exit(f"{program}: error: give --seed or --seeds, not both")
-    try:
-        seeds = [int(seed) for seed in args.seeds.split(",") if seed]
-    except ValueError:
-        seeds = []
-    if not seeds or len(set(seeds)) != len(seeds):
-        sys.exit(f"{program}: error: --seeds {args.seeds!r}: give distinct integers, e.g. 1,2,3")
-    return [(seed, work / f"seed{seed}") for seed in seeds]
 
 
 def training_settings(args: argparse.Namespace, seed: int, names: Sequence[str]) -> Dict[str, object]:
@@ -126,26 +107,6 @@ def refuse_other_settings(runs: Sequence[ModelRun], program: str) -> None:
                      f"({'; '.join(changed)}); delete it to retrain {model_run.name}, or use another --work")
 
 
-def rerun_command(script: str, argv: Sequence[str], options: Dict[str, str], drop: Sequence[str] = ()) -> str:
-    """The command line ``python script argv`` with each option of ``options`` given that value
-    instead of the one in ``argv``, and the options in ``drop`` left out (``--report-only`` takes
-    no value)."""
-    replace = {*options, *drop}
-    flags = {"--report-only"}
-    kept: List[str] = []
-    tokens = iter(argv)
-    for token in tokens:
-        name = token.split("=", 1)[0]
-        if name in replace:
-            if "=" not in token and name not in flags:
-                next(tokens, None)
-            continue
-        kept.append(token)
-    for name, value in options.items():
-        kept += [name, value]
-    return " ".join(shlex.quote(part) for part in ["python", script, *kept])
-
-
 @dataclass
 class RunTable:
     """What the tables report: the trained runs (each reported for what it has: the test sets it
@@ -169,15 +130,15 @@ def survey(runs: Sequence[ModelRun], seeds: Sequence[Tuple[int, Path]], resume: 
     for model_run in runs:
         lacks = missing(model_run)
         if lacks:
-            table.unfinished.append({"name": model_run.name, "seed": model_run.seed, "missing": lacks,
-                                     "command": resume(model_run)})
+            table.unfinished.append(unfinished_run(model_run.name, model_run.seed, "missing: " + ", ".join(lacks),
+                                                   resume(model_run)))
         if model_run.record() is not None:
             table.trained.append(model_run)
     for seed, directory in seeds:
         for path in sorted((directory / "results").glob("*.json")):
             if (path.stem, seed) in requested:
                 continue
-            other = found(read_record(path), seed, directory)
+            other = found(read_json(path), seed, directory)
             if different_settings(other.record()["settings"], other.settings):
                 table.left_out.append(f"{path} (trained with other settings)")
             else:
