@@ -1,8 +1,8 @@
 """Stock fairseq and fairseq-ctx console scripts run one after another in this process (no
-interpreter start-up per run): :func:`restored_logging` undoes what a tool changes in the logging
-setup (the SCAT recipe, the test suite); :func:`run_tool` also writes each tool's log lines to a
-file of its own, captures what it prints, turns its failure into :class:`ToolFailed` and leaves
-``sys.argv`` as it was (the GPU check)."""
+interpreter start-up per run): :func:`call_tool` runs one with the arguments of its command line;
+:func:`restored_logging` undoes what a tool changes in the logging setup (the recipes, the test
+suite); :func:`run_tool` also writes each tool's log lines to a file of its own, captures what it
+prints and turns its failure into :class:`ToolFailed` (the GPU check)."""
 import contextlib
 import gc
 import io
@@ -21,10 +21,16 @@ FAIRSEQ_FILE_LOGGERS = ("fairseq_cli.train", "fairseq.logging.progress_bar", "fa
 LOGGED_LIBRARIES = ("fairseq", "fairseq_cli", "fairseq_ctx")  # at INFO into each tool's log file
 # console script -> (module, function, whether it reads sys.argv instead of an argv parameter)
 TOOLS = {
+    "fairseq-preprocess": ("fairseq_cli.preprocess", "cli_main", True),
     "fairseq-train": ("fairseq_cli.train", "cli_main", True),
     "fairseq-generate": ("fairseq_cli.generate", "cli_main", True),
     "fairseq-interactive": ("fairseq_cli.interactive", "cli_main", True),
+    "fairseq-ctx-prepare-docs": ("fairseq_ctx.cli.prepare_docs", "main", False),
     "fairseq-ctx-translate-doc": ("fairseq_ctx.cli.translate_doc", "main", False),
+    "fairseq-ctx-contrastive": ("fairseq_ctx.cli.contrastive", "main", False),
+    "fairseq-ctx-cxmi": ("fairseq_ctx.cli.cxmi", "main", False),
+    "fairseq-ctx-score": ("fairseq_ctx.cli.score", "main", False),
+    "fairseq-ctx-analyze-heads": ("fairseq_ctx.cli.analyze_heads", "main", False),
 }
 
 
@@ -86,27 +92,43 @@ def tool_session(name: str, log: Path) -> Iterator[io.StringIO]:
             torch.cuda.empty_cache()
 
 
-def run_tool(tool: str, args: Sequence[str], log: Path) -> str:
-    """Run a console script of :data:`TOOLS` in this process; return what it printed. A training
-    run starts without the best validation score fairseq keeps from the run before."""
+def forget_best_validation() -> None:
+    """fairseq keeps a run's best validation score on two functions; each training starts afresh
+    (a resumed one reads its own from its checkpoint)."""
     from fairseq import checkpoint_utils
+    from fairseq_cli import train
 
+    for function in (checkpoint_utils.save_checkpoint, train.should_stop_early):
+        if hasattr(function, "best"):
+            del function.best
+
+
+def call_tool(tool: str, args: Sequence[str]) -> None:
+    """Run the console script ``tool`` of :data:`TOOLS` with ``args`` in this process, ``sys.argv`` left
+    as it was. A training starts without the best validation score of the run before; a tool that
+    ends with ``SystemExit`` 0 (e.g. a finished training run again) has succeeded."""
     module, function, via_argv = TOOLS[tool]
     entry = getattr(__import__(module, fromlist=[function]), function)
     if tool == "fairseq-train":
-        for keeper in (checkpoint_utils.save_checkpoint, entry.__globals__["should_stop_early"]):
-            if hasattr(keeper, "best"):
-                del keeper.best
+        forget_best_validation()
     saved_argv = sys.argv
     try:
-        with tool_session(tool, log) as printed:
-            if via_argv:
-                sys.argv = [tool, *args]
-                entry()
-            else:
-                entry(list(args))
+        if via_argv:
+            sys.argv = [tool, *args]
+            entry()
+        else:
+            entry(list(args))
+    except SystemExit as stop:
+        if stop.code not in (None, 0):
+            raise
     finally:
         sys.argv = saved_argv
+
+
+def run_tool(tool: str, args: Sequence[str], log: Path) -> str:
+    """:func:`call_tool` inside a :func:`tool_session` writing to ``log``; returns what the tool printed."""
+    with tool_session(tool, log) as printed:
+        call_tool(tool, args)
     return printed.getvalue()
 
 

@@ -3,6 +3,7 @@ import csv
 import json
 
 from conftest import TINY_MODEL, USER_DIR, run_tool
+from fairseq_ctx.analysis.attention_heads import module_kind
 
 
 def test_analyze_heads_tables_pictures_and_self_comparison(tiny_data, tmp_path):
@@ -30,3 +31,15 @@ def test_analyze_heads_tables_pictures_and_self_comparison(tiny_data, tmp_path):
     encoder = layers["encoder_self"]["cka"]
     assert len(encoder) == 2 and all(abs(encoder[i][i] - 1.0) < 1e-9 for i in range(2))  # same model → 1 on the diagonal
     assert (out / "heads_a.png").stat().st_size > 0 and (out / "layers_encoder_self.png").stat().st_size > 0
+
+
+def test_module_kinds_of_the_multi_source_transformer():
+    """Its text encoder and its decoder's attention over the source sentence are the encoder
+    self-attention and the encoder-decoder attention; its attentions over other inputs are other."""
+    names = {"encoder.text_encoder.layers.2.self_attn": "encoder_self", "encoder.layers.0.self_attn": "encoder_self",
+             "decoder.layers.0.cross_attention.attentions.0": "encoder_decoder",
+             "decoder.layers.1.encoder_attn": "encoder_decoder", "decoder.layers.0.self_attn": "decoder_self",
+             "decoder.layers.0.cross_attention.attentions.1": "other",
+             "decoder.layers.0.cross_attention.input_attention": "other",
+             "encoder.context_encoder.layers.0.self_attn": "other"}
+    assert {name: module_kind(name) for name in names} == names

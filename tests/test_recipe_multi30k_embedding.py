@@ -1,19 +1,29 @@
 """The Multi30k embedding recipe (examples/embedding/multi30k_embedding.py) end to end on a
-200-sentence fixture in Multi30k's layout, written from the generated multilingual corpus."""
+200-sentence fixture in Multi30k's layout, written from the generated multilingual corpus: one
+seed in the work directory itself with a fixed budget, and two seeds side by side in two jobs,
+trained by the plateau rule, with an extra Tatoeba-style test set."""
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.embedding.xsim import xsim_files
 
 RECIPE = Path(__file__).resolve().parents[1] / "examples" / "embedding" / "multi30k_embedding.py"
+sys.path.insert(0, str(RECIPE.parent))
+from multi30k_models import train_args  # noqa: E402
+from devtools.plateau_rule import checkpoint_updates  # noqa: E402
+from devtools.seed_statistics import direction_verdict, t_test  # noqa: E402
+
 # Generated languages standing in for Multi30k's: the pivots pa, pb play en, de.
 AS_MULTI30K = {"en": "pa", "de": "pb", "fr": "xa", "cs": "xb"}
 SLICES = {"train": ("train", 200), "valid": ("val", 30), "test": ("test_2016_flickr", 40)}
 MODELS = ["tmde", "ct_mde", "tmde_f", "tmde_p", "laser"]
+TINY = ["--size", "tiny", "--bpe-vocab", "120"]
 
 
 def load_recipe():
@@ -36,24 +46,51 @@ def write_fixture(root: Path) -> Path:
     return data
 
 
+def write_tatoeba(root: Path, data: Path) -> tuple:
+    """A Tatoeba-style pair tatoeba.fra-eng.{fra,eng}: 12 aligned lines (test lines 40..51 of the
+    generated corpus, which the Multi30k fixture does not use)."""
+    paths = []
+    for lang, suffix in (("fr", "fra"), ("en", "eng")):
+        lines = (root / "generated" / f"test.{AS_MULTI30K[lang]}").read_text().splitlines()[40:52]
+        assert len(lines) == 12
+        path = root / f"tatoeba.fra-eng.{suffix}"
+        path.write_text("".join(line + "\n" for line in lines))
+        paths.append(str(path))
+    return tuple(paths)
+
+
 @pytest.fixture(scope="module")
 def recipe_run(tmp_path_factory):
+    """One seed, every model, a fixed budget of 4 updates, default precision (amp), one at a time."""
     root = tmp_path_factory.mktemp("multi30k")
     data = write_fixture(root)
     recipe = load_recipe()
-    argv = ["--data", str(data), "--work", str(root / "work"), "--out-dir", str(root / "results"), "--size", "tiny",
-            "--updates", "4", "--bpe-vocab", "120"]
+    argv = ["--data", str(data), "--work", str(root / "work"), *TINY, "--updates", "4", "--jobs", "1"]
+    report = recipe.main(argv)
+    return recipe, root, argv, report
+
+
+@pytest.fixture(scope="module")
+def seeds_run(tmp_path_factory):
+    """Seeds 1 and 2 of tmde and ct_mde in two jobs, validation every 2 updates up to 4, fp32, an
+    extra test set."""
+    root = tmp_path_factory.mktemp("multi30k_seeds")
+    data = write_fixture(root)
+    recipe = load_recipe()
+    argv = ["--data", str(data), "--work", str(root / "work"), *TINY, "--models", "tmde,ct_mde", "--seeds", "1,2",
+            "--validate-every", "2", "--updates", "4", "--precision", "fp32", "--results", str(root / "results"),
+            "--extra-test", *write_tatoeba(root, data)]
     report = recipe.main(argv)
     return recipe, root, argv, report
 
 
 def test_results_have_one_row_per_model_and_pair(recipe_run):
     recipe, root, _, report = recipe_run
-    results = root / "results"
+    results = root / "work" / "results-tables"  # the default: inside --work, never the committed folder
     assert (results / "multi30k_embedding.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     saved = json.loads((results / "multi30k_embedding.json").read_text())
     assert saved["rows"] == report["rows"]
-    assert list(saved["models"]) == MODELS
+    assert list(saved["runs"]) == MODELS and saved["seeds"] == [1]
     assert len(saved["rows"]) == len(MODELS) * 6 * 2  # 6 language pairs, both directions
     for name in MODELS:
         mine = [r for r in saved["rows"] if r["model"] == name]
@@ -61,26 +98,48 @@ def test_results_have_one_row_per_model_and_pair(recipe_run):
         assert {(r["src"], r["tgt"]) for r in mine} == {(a, b) for a in "en de fr cs".split()
                                                         for b in "en de fr cs".split() if a != b}
         for row in mine:
-            assert row["total"] == 40 and 0 <= row["errors"] <= 40
+            assert row["total"] == 40 and 0 <= row["errors"] <= 40 and row["seed"] == 1
             assert row["error_percent"] == pytest.approx(100 * row["errors"] / 40)
-            assert row["error_type"] == "text"
+            assert row["error_type"] == "text" and row["test_set"] == "test_2016_flickr"
             assert row["seen_in_training"] == ({row["src"], row["tgt"]} != {"fr", "cs"})
         summary = saved["summary"][name]
-        assert summary["mean_error_percent"] == pytest.approx(sum(r["error_percent"] for r in mine) / 12)
-        assert summary["unseen_pair_error_percent"] == pytest.approx((mine[0]["error_percent"]
-                                                                      + mine[1]["error_percent"]) / 2)
-        run = saved["models"][name]
+        assert summary["mean_error_percent"]["1"] == pytest.approx(sum(r["error_percent"] for r in mine) / 12)
+        assert summary["unseen_pair_error_percent"]["1"] == pytest.approx((mine[0]["error_percent"]
+                                                                           + mine[1]["error_percent"]) / 2)
+        run = saved["runs"][name]["1"]
         assert run["updates"] == 4 and run["wall_time_s"] > 0 and run["cpu_time_s"] > 0
+        assert run["stopped"] == "fixed" and run["checkpoint"] == "checkpoint_last.pt" and run["precision"] == "amp"
     summary = saved["summary"]
-    for key, held in (("mean_error_percent", "held"), ("unseen_pair_error_percent", "held_on_unseen_pair")):
-        assert [c[held] for c in saved["expected"]] == [summary["ct_mde"][key] < summary["tmde"][key],
-                                                         summary["tmde"][key] < summary["tmde_f"][key]]
+    for measure in ("mean_error_percent", "unseen_pair_error_percent"):  # one seed: the point estimate, untested
+        for check, (better, worse) in zip(saved["expected"], (("ct_mde", "tmde"), ("tmde", "tmde_f"))):
+            held = summary[better][measure]["1"] < summary[worse][measure]["1"]
+            assert check[measure]["verdict"] == f"{'held' if held else 'did not hold'} (one seed, untested)"
     assert saved["machine"]["cpu_cores"] == os.cpu_count() and saved["machine"]["gpu"] == "none"
-    assert saved["wall_time_s"]["total"] == pytest.approx(
-        saved["wall_time_s"]["prepare"] + saved["wall_time_s"]["train"] + saved["wall_time_s"]["evaluate"])
+    assert saved["precision"] == "amp" and saved["seeds"] == [1] and saved["unfinished"] == []
     markdown = (results / "multi30k_embedding.md").read_text()
-    assert sum(line.startswith("| T-MDE_P (pyramid queries) | ") for line in markdown.splitlines()) == 1 + 6
-    assert "--size tiny --updates 4" in markdown and "GPU: none" in markdown
+    assert sum(line.startswith("| T-MDE_P (pyramid queries) | ") for line in markdown.splitlines()) == 1 + 1 + 12
+    assert "--updates 4" in markdown and "GPU: none" in markdown and "- Precision: amp (training under" in markdown
+    assert "- Seeds: 1\n" in markdown and "- Convergence rule (fixed before the runs): none: a fixed budget of 4 updates" \
+        in markdown and "- Convergence: not judged (a fixed budget)" in markdown
+    assert "- Verdicts: an expected direction held when" in markdown
+
+
+def test_retrieval_errors_are_kept_as_text_with_the_wrong_lines(recipe_run):
+    _, root, _, report = recipe_run
+    tsv = (root / "work" / "results-tables" / "multi30k_embedding.errors.tsv").read_text().splitlines()
+    assert tsv[0].startswith("model\tseed\ttest_set\tsrc\ttgt\terrors\ttotal\twrong")
+    assert len(tsv) == 1 + len(report["rows"])
+    data = root / "multi30k"
+    for line, row in zip(tsv[1:], report["rows"]):
+        model, seed, test_set, src, tgt, errors, total, wrong = line.split("\t")
+        assert (model, int(seed), src, tgt, int(errors), int(total)) == (
+            row["model"], row["seed"], row["src"], row["tgt"], row["errors"], row["total"])
+        pairs = [tuple(int(i) for i in item.split(">")) for item in wrong.split()]
+        assert len(pairs) == row["errors"]
+        queries = (data / f"test_2016_flickr.lc.norm.tok.{src}").read_text().splitlines()
+        retrieved = (data / f"test_2016_flickr.lc.norm.tok.{tgt}").read_text().splitlines()
+        for query, found in pairs:  # textual error: the retrieved line is not the query's translation
+            assert query != found and retrieved[query] != retrieved[found] and query < len(queries)
 
 
 def test_the_checkpoints_were_trained_with_the_recipe_settings(recipe_run):
@@ -91,6 +150,7 @@ def test_the_checkpoints_were_trained_with_the_recipe_settings(recipe_run):
     cfg = state["cfg"]
     assert cfg["task"]["lang_pairs"] == "fr-en,fr-de,cs-en,cs-de,en-de,de-en"
     assert cfg["criterion"]["_name"] == "distance_constraint"
+    assert cfg["common"]["amp"] is True  # --precision amp, the default
     assert state["optimizer_history"][-1]["num_updates"] == 4
 
 
@@ -98,31 +158,39 @@ def test_a_rerun_skips_finished_models(recipe_run, capsys):
     recipe, root, argv, report = recipe_run
     checkpoint = root / "work" / "checkpoints" / "tmde" / "checkpoint_last.pt"
     before = checkpoint.stat().st_mtime_ns
-    again = recipe.main(argv[:-4] + ["--models", "tmde", "--updates", "4", "--bpe-vocab", "120"])
-    assert "tmde: finished earlier" in capsys.readouterr().out
+    again = recipe.main([*argv, "--models", "tmde"])
+    assert "tmde, seed 1: finished earlier, skipped" in capsys.readouterr().out
     assert checkpoint.stat().st_mtime_ns == before
     assert again["rows"] == report["rows"]  # same checkpoints, same retrievals
-    assert again["models"]["tmde"]["wall_time_s"] == report["models"]["tmde"]["wall_time_s"]
+    assert again["runs"]["tmde"][1]["wall_time_s"] == report["runs"]["tmde"][1]["wall_time_s"]
 
 
 def test_a_rerun_with_other_settings_is_refused(recipe_run):
     recipe, root, argv, _ = recipe_run
-    with pytest.raises(SystemExit, match=r"tmde in .* was trained with other settings .*use another --work"):
-        recipe.main(argv[:-4] + ["--models", "tmde", "--updates", "5", "--bpe-vocab", "120"])
+    for other in (["--updates", "5"], ["--precision", "fp32"], ["--validate-every", "2"]):
+        with pytest.raises(SystemExit, match=r"tmde in .* was trained with other settings .*use another --work"):
+            recipe.main([*argv, "--models", "tmde", *other])
     with pytest.raises(SystemExit, match=r"was prepared with .*'bpe_vocab': 120.*use another --work"):
-        recipe.main(argv[:-4] + ["--models", "tmde", "--updates", "4", "--bpe-vocab", "100"])
+        recipe.main([*argv, "--models", "tmde", "--bpe-vocab", "100"])
 
 
 def test_bad_data_stops_before_any_work(tmp_path):
     recipe = load_recipe()
     data = write_fixture(tmp_path)
     work = tmp_path / "work"
+    base = ["--data", str(data), "--work", str(work), "--size", "tiny"]
+    tatoeba = write_tatoeba(tmp_path, data)
+    Path(tatoeba[1]).write_text("one line\n")
+    with pytest.raises(SystemExit, match=r"tatoeba.fra-eng.fra has 12 lines but .*tatoeba.fra-eng.eng has 1"):
+        recipe.main([*base, "--extra-test", *tatoeba])
+    with pytest.raises(SystemExit, match=r"cannot tell its language from the suffix .txt; name it LANG=PATH"):
+        recipe.main([*base, "--extra-test", tatoeba[0], str(tmp_path / "b.txt")])
     (data / "val.lc.norm.tok.cs").write_text("one line\n")
     with pytest.raises(SystemExit, match=r"val is not aligned: .*val.lc.norm.tok.cs has 1 lines"):
-        recipe.main(["--data", str(data), "--work", str(work), "--size", "tiny"])
+        recipe.main(base)
     (data / "train.lc.norm.tok.fr").unlink()
     with pytest.raises(SystemExit, match=r"files missing in --data .*: train.lc.norm.tok.fr; give the data/task1/tok"):
-        recipe.main(["--data", str(data), "--work", str(work), "--size", "tiny"])
+        recipe.main(base)
     assert not work.exists()
 
 
@@ -132,8 +200,86 @@ def test_every_model_of_every_size_parses_as_fairseq_train_arguments(recipe_run,
 
     recipe, root, _, _ = recipe_run
     for name in MODELS:
-        args = recipe.train_args(name, str(root / "work" / "data-bin"), str(root / "unused"), size, 2400, 1)
+        args = train_args(name, str(root / "work" / "data-bin"), str(root / "unused"), size, 2400, 1, "amp")
         parsed = options.parse_args_and_arch(options.get_training_parser(), input_args=args)
         assert parsed.max_update == 2400 and parsed.lang_pairs == "fr-en,fr-de,cs-en,cs-de,en-de,de-en"
         assert parsed.encoder_embed_dim == {"small": 128, "thesis": 320 if name == "laser" else 1024}[size]
+        assert parsed.amp
     assert parsed.encoder_layers == {"small": 1, "thesis": 5}[size]  # the LASER BiLSTM, last in MODELS
+
+
+def test_seeds_train_in_their_own_directories_and_jobs(seeds_run):
+    recipe, root, _, report = seeds_run
+    work = root / "work"
+    for seed in (1, 2):
+        for name, other in (("tmde", "ct_mde"), ("ct_mde", "tmde")):
+            run = json.loads((work / f"seed{seed}" / "checkpoints" / name / "run.json").read_text())
+            assert "--seed" in run["args"] and run["args"][run["args"].index("--seed") + 1] == str(seed)
+            log = (work / f"seed{seed}" / f"job.{name}.log").read_text()  # one log per job, never interleaved
+            assert f"== train {name}, seed {seed}, to update 4" in log and f"== train {other}" not in log
+    assert not (work / "checkpoints").exists()  # with --seeds, nothing in the single-seed place
+    assert sorted(report["runs"]) == ["ct_mde", "tmde"] and report["seeds"] == [1, 2]
+
+
+def test_training_follows_the_plateau_rule_and_tests_the_best_validation_checkpoint(seeds_run):
+    recipe, root, _, _ = seeds_run
+    for seed in (1, 2):
+        save_dir = root / "work" / f"seed{seed}" / "checkpoints" / "tmde"
+        run = json.loads((save_dir / "run.json").read_text())
+        curve = [tuple(point) for point in run["curve"]]
+        assert [updates for updates, _ in curve] == [2, 4]
+        assert run["stopped"] == "budget" and run["convergence"] == recipe.PLATEAU.judge(curve).text
+        assert run["checkpoint"] == "checkpoint_best_xsim.pt"
+        best = min(curve, key=lambda point: point[1])  # the first of equal errors
+        assert checkpoint_updates(save_dir / "checkpoint_best_xsim.pt") == best[0]
+        assert checkpoint_updates(save_dir / "checkpoint_last.pt") == 4
+
+
+def test_the_constraint_verdict_is_tested_over_the_seeds(seeds_run):
+    _, root, _, _ = seeds_run
+    saved = json.loads((root / "results" / "multi30k_embedding.json").read_text())
+    constraint = saved["expected"][0]
+    for measure in ("mean_error_percent", "unseen_pair_error_percent"):
+        errors = saved["summary"]
+        differences = [errors["tmde"][measure][s] - errors["ct_mde"][measure][s] for s in ("1", "2")]
+        test = t_test(differences)
+        assert constraint[measure]["differences"] == pytest.approx(differences)
+        assert constraint[measure]["p"] == pytest.approx(test.p)
+        assert constraint[measure]["verdict"] == direction_verdict(test.mean, test.p)
+    assert saved["expected"][1]["mean_error_percent"]["verdict"] == "not tested (model not run)"
+    markdown = (root / "results" / "multi30k_embedding.md").read_text()
+    assert "paired t-test over 2 seeds" in markdown and "| T-MDE | 2 | " in markdown
+    assert saved["precision"] == "fp32" and "- Precision: fp32" in markdown and "- Seeds: 1, 2\n" in markdown
+
+
+def test_the_extra_test_set_is_scored_with_the_package_xsim(seeds_run):
+    _, root, _, report = seeds_run
+    rows = [r for r in report["rows"] if r["test_set"] == "tatoeba.fra-eng"]
+    assert [(r["model"], r["seed"], r["src"], r["tgt"]) for r in rows] == [
+        (m, s, a, b) for s in (1, 2) for m in ("tmde", "ct_mde") for a, b in (("fr", "en"), ("en", "fr"))]
+    for model, seed in (("tmde", 1), ("ct_mde", 2)):
+        out = root / "work" / f"seed{seed}" / "emb" / model / "extra" / "tatoeba.fra-eng"
+        again = xsim_files(str(out / "fr.npy"), str(out / "en.npy"), ("ratio",), 4, str(root / "tatoeba.fra-eng.fra"),
+                           str(root / "tatoeba.fra-eng.eng"))["ratio"]
+        mine = [r for r in rows if (r["model"], r["seed"]) == (model, seed)]
+        assert [r["errors"] for r in mine] == [again["src2tgt"].errors, again["tgt2src"].errors]
+        assert all(r["total"] == 12 for r in mine)
+    markdown = (root / "results" / "multi30k_embedding.md").read_text()
+    assert "## xsim error % per direction, tatoeba.fra-eng (mean ± sd over seeds)" in markdown
+
+
+def test_unfinished_runs_are_listed_and_resume_from_their_checkpoint(seeds_run, capsys):
+    recipe, root, argv, report = seeds_run
+    assert [(u["name"], u["seed"]) for u in report["unfinished"]] == [
+        ("tmde", 1), ("tmde", 2), ("ct_mde", 1), ("ct_mde", 2)]
+    for u in report["unfinished"]:  # each with the command that resumes it alone, with twice the budget
+        assert "before the plateau" in u["state"]
+        assert u["command"].endswith(f"--seeds {u['seed']} --models {u['name']} --updates 8")
+    save_dir = root / "work" / "seed1" / "checkpoints" / "tmde"
+    before = json.loads((save_dir / "run.json").read_text())["curve"]
+    recipe.main([*argv[:argv.index("--seeds")], "--models", "tmde", "--seeds", "1", "--validate-every", "2",
+                 "--updates", "6", "--precision", "fp32", "--results", str(root / "results_resumed")])
+    run = json.loads((save_dir / "run.json").read_text())
+    assert run["curve"][:2] == before and [u for u, _ in run["curve"]] == [2, 4, 6]  # continued, not redone
+    assert checkpoint_updates(save_dir / "checkpoint_last.pt") == 6
+    assert "to update 6" in capsys.readouterr().out

@@ -1,8 +1,10 @@
 """The SCAT En→Fr recipe (examples/context_mt/scat_en_fr.py) end to end on a 200-sentence slice
 written here in the published layouts: SCAT's ``highlighted.*`` files with ``<p>`` and
-``<hon>…<hoff>`` markers, Multi30k's raw ``*.{en,fr}.gz``."""
+``<hon>…<hoff>`` markers, Multi30k's raw ``*.{en,fr}.gz``. Stage 1 by the plateau rule (it
+reaches its tiny budget first), stage 2 with two seeds."""
 import gzip
 import json
+import logging
 import random
 import re
 import sys
@@ -11,10 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from devtools.recipe_runs import job_command
+from devtools.seed_statistics import direction_verdict, t_test
+
 RECIPE_DIR = Path(__file__).resolve().parents[1] / "examples" / "context_mt"
 NOUNS = [("table", "table", "elle"), ("car", "voiture", "elle"), ("book", "livre", "il"), ("tree", "arbre", "il"),
          ("house", "maison", "elle"), ("dog", "chien", "il")]
-MODELS = ["sentence", "sentence_scat", "hmce", "hce", "ctx_concat", "dat", "han", "dct", "hmce_target"]
+STAGE_TWO = ["sentence_scat", "hmce_target"]
 
 
 def write_scat(directory: Path, split: str, count: int, rng: random.Random) -> None:
@@ -40,6 +45,18 @@ def write_multi30k(directory: Path, name: str, count: int, rng: random.Random) -
             handle.write("".join(f"{pair[index]}\n" for pair in pairs))
 
 
+def write_data(root: Path, seed: int = 1) -> tuple:
+    rng = random.Random(seed)
+    scat, multi30k = root / "scat", root / "multi30k"
+    scat.mkdir()
+    multi30k.mkdir()
+    write_scat(scat, "train", 120, rng)
+    write_scat(scat, "valid", 20, rng)
+    write_multi30k(multi30k, "train", 50, rng)
+    write_multi30k(multi30k, "val", 10, rng)
+    return scat, multi30k
+
+
 @pytest.fixture(scope="module")
 def recipe():
     sys.path.insert(0, str(RECIPE_DIR))
@@ -49,70 +66,196 @@ def recipe():
     sys.path.remove(str(RECIPE_DIR))
 
 
-def test_recipe_runs_every_model_and_resumes(recipe, tmp_path, caplog):
-    rng = random.Random(1)
-    scat, multi30k = tmp_path / "scat", tmp_path / "multi30k"
-    scat.mkdir()
-    multi30k.mkdir()
-    write_scat(scat, "train", 120, rng)
-    write_scat(scat, "valid", 20, rng)
-    write_multi30k(multi30k, "train", 50, rng)
-    write_multi30k(multi30k, "val", 10, rng)
-    out = tmp_path / "results"
-    argv = ["--scat-dir", str(scat), "--multi30k-dir", str(multi30k), "--work", str(tmp_path / "work"),
-            "--out", str(out), "--sentence-updates", "2", "--context-updates", "1", "--embed-dim", "16",
-            "--ffn-dim", "32", "--layers", "1", "--heads", "2", "--spm-vocab", "60", "--beam", "1",
-            "--max-tokens", "2000", "--log-interval", "1", "--validate-every", "1"]
-    with caplog.at_level("INFO", logger="fairseq_ctx.context.sentence_init"), \
-            caplog.at_level("INFO", logger="fairseq.checkpoint_utils"):
+@pytest.fixture(scope="module")
+def recipe_run(recipe, tmp_path_factory):
+    root = tmp_path_factory.mktemp("scat")
+    scat, multi30k = write_data(root)
+    argv = ["--scat-dir", str(scat), "--multi30k-dir", str(multi30k), "--work", str(root / "work"),
+            "--sentence-updates", "2", "--validate-every", "1", "--context-updates", "1", "--context-batch-size", "8",
+            "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2", "--spm-vocab", "60", "--beam", "1",
+            "--max-tokens", "2000", "--log-interval", "1", "--models", *STAGE_TWO, "--seeds", "1,2", "--jobs", "1",
+            "--precision", "fp32"]
+    messages = []  # what stage-2 initialisation logs
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    loggers = [logging.getLogger(name) for name in ("fairseq_ctx.context.sentence_init", "fairseq.checkpoint_utils")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
         recipe.main(argv)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+    return root, argv, messages, json.loads((root / "work" / "results-tables" / "scat_en_fr.json").read_text())
 
-    # stage 2: every context model starts from the whole stage-1 transformer
-    sentence_tensors = len(torch.load(tmp_path / "work/models/sentence/checkpoints/checkpoint_last.pt",
-                                      weights_only=True)["model"])
-    initialised = [re.search(r"loaded (\d+) tensors from sentence-level checkpoint", r.getMessage())
-                   for r in caplog.records if "from sentence-level checkpoint" in r.getMessage()]
-    assert [int(m.group(1)) for m in initialised] == [sentence_tensors] * 7
 
-    result = json.loads((out / "scat_en_fr.json").read_text())
-    assert [row["model"] for row in result["rows"]] == MODELS
+def test_stage_one_uses_every_sentence_pair_and_the_plateau_rule(recipe, recipe_run):
+    root, _, _, result = recipe_run
+    prep = root / "work" / "prep"
+    scat = root / "scat"
+
+    def unmarked(name):
+        return [recipe.scat_data.unmark(line) for line in (scat / name).read_text().splitlines()]
+
+    multi30k = gzip.open(root / "multi30k" / "train.en.gz", "rt").read().splitlines()
+    context = [line for line in unmarked("highlighted.train.context.en") if line]
+    assert (prep / "sentence.train.en").read_text().splitlines() == [
+        *multi30k, *unmarked("highlighted.train.en"), *context]  # Multi30k + SCAT sentences + context lines
+    assert len(context) == 102  # every 7th example has no context line
+    counts = result["corpus"]["counts"]
+    assert (counts["stage_one_train"], counts["scat_train_context_lines"], counts["scat_valid"]) == (272, 102, 20)
+    stage_one = result["stage_one"]
+    curve = [tuple(point) for point in stage_one["valid_bleu"]]
+    assert [u for u, _ in curve] == [1, 2] and stage_one["stopped"] == "budget"
+    assert stage_one["convergence"] == recipe.STAGE_ONE_PLATEAU.judge(curve).text
+    assert result["unfinished"][0]["name"] == "sentence"
+    assert result["unfinished"][0]["command"].endswith("--sentence-updates 4 --stage-one-only")
+    assert len(result["unfinished"]) == 1
+
+
+def test_stage_two_starts_from_the_best_stage_one_checkpoint_per_seed(recipe_run):
+    root, _, messages, result = recipe_run
+    work = root / "work"
+    best = work / "models" / "sentence" / "checkpoints" / "checkpoint_best.pt"
+    tensors = len(torch.load(best, weights_only=True)["model"])
+    loaded = [int(m.group(1)) for m in (re.search(r"loaded (\d+) tensors from sentence-level checkpoint", message)
+                                        for message in messages) if m]
+    assert loaded == [tensors, tensors]  # hmce_target, seeds 1 and 2
+    assert sum(f"loading pretrained model from {best}" in message for message in messages) == 2  # the control
+    assert [(r["model"], r["seed"]) for r in result["rows"]] == [
+        ("sentence", 1), ("sentence_scat", 1), ("hmce_target", 1), ("sentence_scat", 2), ("hmce_target", 2)]
+    for seed in (1, 2):
+        for name in STAGE_TWO:
+            state = json.loads((work / f"seed{seed}" / "models" / name / "train.json").read_text())
+            assert state["stage_one_updates"] == 2
+            args = (work / "commands.sh").read_text()
+            assert f"--seed {seed} --save-dir {work / f'seed{seed}' / 'models' / name / 'checkpoints'}" in args
+    for row in result["rows"][1:]:
+        assert row["updates"] == 1 and row["sentences_per_update"] == 8  # the same sentences per update
+        assert [u for u, _ in row["valid_loss"]] == [1]
+
+
+def test_cxmi_contrastive_and_scores_are_kept_per_run_and_seed(recipe_run):
+    root, _, _, result = recipe_run
     for row in result["rows"]:
-        assert 0.0 <= row["contrastive_accuracy"] <= 1.0 and 0.0 <= row["bleu"] <= 100.0
-        assert row["contrastive_total"] == 20 and row["updates"] == (2 if row["model"] == "sentence" else 1)
-        assert [updates for updates, _ in row["valid_loss"]] == list(range(1, row["updates"] + 1))  # the curve
-        assert row["sentences_per_update"] > 0
-    assert [row["context_size"] for row in result["rows"]] == [0, 0, 1, 1, 1, 1, 1, 1, 1]
-    assert [row["target_context_size"] for row in result["rows"]] == [0, 0, 0, 0, 0, 0, 0, 0, 1]
-    # the no-context control continues from stage 1 (fairseq's --finetune-from-model) on the SCAT lines
-    stage_one = tmp_path / "work/models/sentence/checkpoints/checkpoint_last.pt"
-    assert any(f"loading pretrained model from {stage_one}" in r.getMessage() for r in caplog.records)
-    table = [line for line in (out / "scat_en_fr.md").read_text().splitlines() if line.startswith("| ")]
-    assert [line.split(" | ")[0][2:] for line in table[1:]] == MODELS
-    assert "source + own target" in table[-1]
-    assert "- hmce: 1: " in (out / "scat_en_fr.md").read_text()  # convergence lines
-    assert (out / "scat_en_fr.png").stat().st_size > 0
+        assert len(row["cxmi_per_sentence"]) == 20 and row["contrastive_total"] == 20
+        assert row["cxmi"] == pytest.approx(sum(row["cxmi_per_sentence"]) / 20)
+        if row["context_size"] == 0:
+            assert row["cxmi_per_sentence"] == [0.0] * 20  # no context, no information from it
+        assert row["contrastive_correct"] == sum(e["correct"] for e in row["examples"])
+    assert any(value != 0 for row in result["rows"] if row["model"] == "hmce_target"
+               for value in row["cxmi_per_sentence"])
+    tsv = (root / "work" / "results-tables" / "scat_en_fr.contrastive.tsv").read_text().splitlines()
+    assert len(tsv) == 1 + 5 * 20 and tsv[1].split("\t")[:2] == ["sentence", "1"]
 
-    # SCAT sentences and their context lines became two-line documents with shared docids
-    docids = (tmp_path / "work/data-bin/scat/valid.docids").read_text().split()
-    assert len(docids) == 20 + 17 and len(set(docids)) == 20  # 3 of 20 examples have no context
 
-    # Resume: finished models are skipped (their checkpoints are not rewritten)
-    checkpoint = tmp_path / "work/models/hmce/checkpoints/checkpoint_last.pt"
+def test_the_verdict_and_context_use_are_tested_over_the_seeds(recipe_run):
+    _, _, _, result = recipe_run
+    rows = {(r["model"], r["seed"]): r for r in result["rows"]}
+    differences = [rows[("hmce_target", s)]["contrastive_accuracy"] - rows[("sentence_scat", s)]["contrastive_accuracy"]
+                   for s in (1, 2)]
+    [comparison] = result["comparisons"]
+    assert comparison["model"] == "hmce_target" and comparison["seeds"] == [1, 2]
+    assert comparison["contrastive_accuracy"]["differences"] == pytest.approx(differences)
+    test = t_test(differences)
+    assert comparison["contrastive_accuracy"]["verdict"] == direction_verdict(test.mean, test.p)
+    use = {u["model"]: u for u in result["context_use"]}
+    assert use["hmce_target"]["values"] == pytest.approx([rows[("hmce_target", s)]["cxmi"] for s in (1, 2)])
+    assert use["sentence_scat"]["values"] == [0.0, 0.0]
+
+
+def test_the_pronoun_prior_diagnostic(recipe_run):
+    _, _, _, result = recipe_run
+    examples = result["rows"][0]["examples"]
+    feminine = sum(e["pronoun"] in ("elle", "elles") for e in examples) / len(examples)
+    rules = {r["rule"].split(" (")[0]: r for r in result["prior_rows"]}
+    assert rules["always the feminine pronoun"]["accuracy"] == pytest.approx(feminine)
+    assert rules["always the masculine pronoun"]["accuracy"] == pytest.approx(1 - feminine)
+    train = result["corpus"]["scat_train_pronouns"]
+    majority_feminine = train.get("elle", 0) > train.get("il", 0)
+    assert rules["SCAT train's majority per number"]["accuracy"] == pytest.approx(
+        feminine if majority_feminine else 1 - feminine)  # the fixture has singular pronouns only
+    for row in result["rows"]:
+        prior = row["pronoun_prior"]
+        on = {g: [e for e in row["examples"] if (e["pronoun"] in ("elle", "elles")) == (g == "feminine")]
+              for g in ("feminine", "masculine")}
+        for gender, mine in on.items():
+            assert prior[f"{gender}_accuracy"] == pytest.approx(sum(e["correct"] for e in mine) / len(mine))
+        assert prior["balanced_accuracy"] == pytest.approx((prior["feminine_accuracy"]
+                                                            + prior["masculine_accuracy"]) / 2)
+
+
+def test_translations_are_kept_and_rescore_to_the_table(recipe_run):
+    from fairseq_ctx.cli import score
+
+    root, _, _, result = recipe_run
+    kept = root / "work" / "results-tables" / "scat_en_fr.translations"
+    assert sorted(p.name for p in kept.iterdir()) == sorted(
+        ["sentence.fr", *[f"{m}.seed{s}.fr" for m in STAGE_TWO for s in (1, 2)]])
+    row = result["rows"][2]
+    rescored = root / "rescored.json"
+    score.main(["--hyp", str(kept / "hmce_target.seed1.fr"), "--ref", str(root / "work" / "prep" / "scat.valid.ref.fr"),
+                "--no-comet", "--json", str(rescored)])
+    again = json.loads(rescored.read_text())
+    assert (again["bleu"], again["chrf"], again["bleu_signature"]) == (row["bleu"], row["chrf"], row["bleu_signature"])
+    markdown = (root / "work" / "results-tables" / "scat_en_fr.md").read_text()
+    for text in ("- Precision: fp32", "- Seeds: 1, 2\n", "paired t-test over 2 seeds", "## Unfinished runs",
+                 "--sentence-updates 4 --stage-one-only`", "- Convergence rule (fixed before the runs): greedy "
+                 "validation BLEU (Multi30k val)", "- Convergence: stage 1 stopped at update 2 (budget)",
+                 "- Verdicts: an expected direction held when"):
+        assert text in markdown
+
+
+def test_a_rerun_resumes_and_stage_one_is_not_continued_under_stage_two(recipe, recipe_run):
+    root, argv, _, result = recipe_run
+    checkpoint = root / "work" / "seed2" / "models" / "hmce_target" / "checkpoints" / "checkpoint_last.pt"
     stamp = checkpoint.stat().st_mtime_ns
-    recipe.main([*argv, "--models", "hmce"])
+    recipe.main(argv)
     assert checkpoint.stat().st_mtime_ns == stamp
-    rerun = json.loads((out / "scat_en_fr.json").read_text())
-    assert [row["model"] for row in rerun["rows"]] == ["sentence", "hmce"]
-    assert rerun["rows"][1]["contrastive_accuracy"] == result["rows"][2]["contrastive_accuracy"]
+    rerun = json.loads((root / "work" / "results-tables" / "scat_en_fr.json").read_text())
+    assert rerun["rows"] == result["rows"]
+    with pytest.raises(recipe.scat_data.RecipeInputError, match=r"stage-2 models were initialised from its current "
+                                                                r"checkpoint: .*hmce_target"):
+        recipe.main([*argv, "--sentence-updates", "3"])
 
+
+def test_a_job_and_a_resume_command_repeat_the_settings_of_the_command(recipe, recipe_run):
+    root, argv, _, result = recipe_run
+    parser = recipe.build_parser()
+    argv = [*argv, "--lr", "5e-4", "--results", "r", "--restart", "--seed", "3"]
+    args = recipe.parse_args(parser, argv)
+    command = job_command(parser, recipe.SCRIPT, argv, {"--seeds": "2", "--models": "hmce"},
+                                 drop=["--restart", "--stage-one-only"])
+    assert command[1].endswith("examples/context_mt/scat_en_fr.py")
+    child = recipe.parse_args(parser, list(command[2:]))
+    # stage 1's seed goes with every job: stage 2 starts from it
+    assert vars(child) == {**vars(args), "models": ["hmce"], "seeds": [2], "jobs": 1, "no_report": True,
+                           "restart": False}
+    # what resumes a run never deletes the work directory first
+    listed = recipe.unfinished(recipe.Recipe(args), result["stage_one"], [("hmce", 2)], parser, argv)
+    assert [item["name"] for item in listed] == ["sentence", "hmce"]
+    assert all(item["command"].startswith("python examples/context_mt/scat_en_fr.py --scat-dir")
+               and "--restart" not in item["command"] for item in listed)
+    assert listed[1]["command"].endswith("--seed 3 --seeds 2 --models hmce")
 
 
 def test_context_batch_size_gives_every_stage_two_model_the_same_sentences_per_update(recipe):
-    tokens = recipe.parse_args(["--scat-dir", "s", "--multi30k-dir", "m"])
-    sentences = recipe.parse_args(["--scat-dir", "s", "--multi30k-dir", "m", "--context-batch-size", "64"])
+    parser = recipe.build_parser()
+    tokens = recipe.parse_args(parser, ["--scat-dir", "s", "--multi30k-dir", "m", "--context-batch-size", "0"])
+    sentences = recipe.parse_args(parser, ["--scat-dir", "s", "--multi30k-dir", "m"])  # the default: 64 sentences
     assert {recipe.batch_args(name, tokens)[0] for name in ["sentence", *recipe.STAGE_TWO_MODELS]} == {"--max-tokens"}
     assert recipe.batch_args("sentence", sentences) == ["--max-tokens", "4096"]
     assert {tuple(recipe.batch_args(name, sentences)) for name in recipe.STAGE_TWO_MODELS} == {("--batch-size", "64")}
+    assert sentences.precision == "amp" and sentences.models == ["sentence_scat", "hmce", "hce", "ctx_concat",
+                                                                 "hmce_target"]
+
+
+def test_a_work_directory_of_the_earlier_stage_one_corpus_is_refused(recipe, tmp_path):
+    scat, multi30k = write_data(tmp_path)
+    (tmp_path / "w" / "prep").mkdir(parents=True)
+    with pytest.raises(recipe.scat_data.RecipeInputError, match=r"prepared by an earlier version of this recipe"):
+        recipe.main(["--scat-dir", str(scat), "--multi30k-dir", str(multi30k), "--work", str(tmp_path / "w")])
+
 
 def test_recipe_names_missing_data_before_any_work(recipe, tmp_path):
     with pytest.raises(recipe.scat_data.RecipeInputError, match=r"highlighted\.train\.context\.en.*--scat-dir"):

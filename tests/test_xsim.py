@@ -58,6 +58,9 @@ def test_margins_by_hand_both_directions():
     assert result["absolute"]["src2tgt"].percent == 50.0
     assert all(result[m]["src2tgt"].errors == 0 for m in ("ratio", "distance"))
     assert all(result[m]["tgt2src"].errors == 0 for m in MARGINS)
+    # the wrong retrievals themselves, (query row, retrieved row): x1 → y0 and x2 → y0
+    assert result["absolute"]["src2tgt"].wrong == ((1, 0), (2, 0))
+    assert result["ratio"]["src2tgt"].wrong == ()
 
 
 def test_only_the_k_nearest_are_candidates():
@@ -88,6 +91,8 @@ def test_duplicates_textual_error_and_the_order_of_ties():
     for margin in MARGINS:
         assert by_index[margin]["src2tgt"].errors == 1 and by_index[margin]["src2tgt"].error_type == "index"
         assert by_text[margin]["src2tgt"].errors == 0 and by_text[margin]["src2tgt"].error_type == "text"
+        wrong = ((2, 1),) if margin == "absolute" else ((1, 2),)  # x2 → y1 by cosine; x1 → y2 by the margins
+        assert by_index[margin]["src2tgt"].wrong == wrong and by_text[margin]["src2tgt"].wrong == ()
     # from the target side both duplicates retrieve x1 by cosine: y2 → x1 is wrong by index only
     assert by_index["absolute"]["tgt2src"].errors == 1 and by_text["absolute"]["tgt2src"].errors == 0
     assert by_text["ratio"]["tgt2src"].errors == by_index["ratio"]["tgt2src"].errors - 1 == 0

@@ -1,7 +1,11 @@
 """Data stages of the SCAT En→Fr recipe (Yun (2022) ch. 3 two-stage recipe on SCAT, Yin et al. (2021)).
 
-- Stage-1 corpus: Multi30k task 1 (Elliott et al., 2016), the raw cased ``{train,val}.{en,fr}.gz``,
-  plus the SCAT training sentences with their markers removed; plain sentence pairs.
+- Stage-1 corpus: all the en–fr sentence data of the two sets but SCAT valid: Multi30k task 1
+  (Elliott et al., 2016), the raw cased ``{train,val}.{en,fr}.gz``, plus every SCAT training
+  sentence and every SCAT training context line, markers removed, as plain pairs. A context line
+  holds several subtitle sentences whose English and French sentence counts differ in about 44% of
+  the lines (merged or dropped subtitles), so a line is one segment pair, never split.
+  Validation: Multi30k val.
 - Stage-2 corpus: every SCAT example is a two-line document ``[context line, sentence]`` (the
   preceding sentences kept as one segment, exactly as ``fairseq-ctx-contrastive --format scat``
   reads them), so ``--context-size 1`` gives each sentence its context line. An example whose
@@ -15,17 +19,20 @@ Markers (``<p>…</p>``, ``<hon>…<hoff>``) are removed everywhere with the con
 own ``unmark``, so training and contrastive scoring see the same text.
 """
 import gzip
+import json
 import os
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from fairseq_ctx.context.contrastive.example import check_same_length
-from fairseq_ctx.context.contrastive.scat import unmark
+from fairseq_ctx.context.contrastive.example import check_same_length, read_lines
+from fairseq_ctx.context.contrastive.scat import PRONOUN, unmark
 from fairseq_ctx.context.data.one_line_context import OneLineContextError, OneLineExample, read_examples, write_documents
 
 SRC, TGT = "en", "fr"
 SCAT_SOURCE = "github.com/neulab/contextual-mt, data/scat/ (Yin et al., 2021)"
 MULTI30K_SOURCE = "github.com/multi30k/dataset, data/task1/raw/ (Elliott et al., 2016)"
+STAGE_ONE_CORPUS = ("Multi30k train + SCAT train sentences + SCAT train context lines (one segment pair each); "
+                    "validation: Multi30k val")
 
 
 class RecipeInputError(ValueError):
@@ -117,20 +124,43 @@ def encode_file(codec, source: Path, destination: Path) -> None:
     write_lines(destination, encoded)
 
 
-def prepare_text(scat_dir: Path, multi30k_dir: Path, prep: Path) -> None:
+def marked_pronouns(scat_dir: Path, split: str) -> Dict[str, int]:
+    """How often each French pronoun is marked as SCAT's ambiguous one in ``split`` (lowercased)."""
+    counts: Dict[str, int] = {}
+    for line in read_lines(str(scat_paths(scat_dir, split)["sentence fr"])):
+        for pronoun in PRONOUN.findall(line):
+            counts[pronoun.strip().lower()] = counts.get(pronoun.strip().lower(), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def prepare_text(scat_dir: Path, multi30k_dir: Path, prep: Path) -> Dict:
     """Plain text of both stages in ``prep``: ``sentence.{train,valid}.{en,fr}`` (stage 1),
-    ``scat.{train,valid}.{en,fr,docids,sentence_ids}`` (the documents) and ``scat.valid.ref.fr``
-    (the sentences scored by BLEU)."""
+    ``scat.{train,valid}.{en,fr,docids,sentence_ids}`` (the documents, line of each example's sentence),
+    ``scat.valid.ref.fr`` (the sentences scored by BLEU), and
+    ``corpus.json``: what stage 1 is made of, its counts, and the pronouns SCAT train marks.
+    Returns the content of ``corpus.json``."""
     scat = {split: read_scat(scat_dir, split) for split in ("train", "valid")}
     multi30k = {split: read_multi30k(multi30k_dir, name) for split, name in (("train", "train"), ("valid", "val"))}
-    sentence_pairs = {"train": multi30k["train"] + [(e.source, e.target) for e in scat["train"]],
-                      "valid": multi30k["valid"]}
+    sentences = [(e.source, e.target) for e in scat["train"]]
+    context_lines = [(e.source_context, e.target_context) for e in scat["train"] if e.source_context and e.target_context]
+    sentence_pairs = {"train": multi30k["train"] + sentences + context_lines, "valid": multi30k["valid"]}
     for split, pairs in sentence_pairs.items():
         for index, lang in enumerate((SRC, TGT)):
             write_lines(prep / f"sentence.{split}.{lang}", [pair[index] for pair in pairs])
     for split, examples in scat.items():
         write_documents(examples, str(prep / f"scat.{split}"), SRC, TGT, doc_prefix=f"scat-{split}-")
     write_lines(prep / "scat.valid.ref.fr", [e.target for e in scat["valid"]])
+    training_sources = {en for en, _ in sentence_pairs["train"]}
+    corpus = {"stage_one_corpus": STAGE_ONE_CORPUS,
+              "counts": {"multi30k_train": len(multi30k["train"]), "scat_train_sentences": len(sentences),
+                         "scat_train_context_lines": len(context_lines),
+                         "stage_one_train": len(sentence_pairs["train"]),
+                         "multi30k_valid": len(multi30k["valid"]), "scat_valid": len(scat["valid"]),
+                         "scat_valid_sentences_in_stage_one_train": sum(e.source in training_sources
+                                                                        for e in scat["valid"])},
+              "scat_train_pronouns": marked_pronouns(scat_dir, "train")}
+    (prep / "corpus.json").write_text(json.dumps(corpus, indent=2), encoding="utf-8")
+    return corpus
 
 
 def spm_inputs(prep: Path) -> List[Path]:

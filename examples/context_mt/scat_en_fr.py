@@ -1,33 +1,40 @@
-"""SCAT En→Fr with the two-stage recipe of Yun (2022) ch. 3: a sentence-level Transformer
-pre-trained on Multi30k + the SCAT sentences, then hmce, hce, ctx_concat, dat, han, dct each
-initialised from it (``--pretrained-sentence-checkpoint``) and trained on SCAT with its context
-(same budget each), ``sentence_scat``: the stage-1 model trained on the same SCAT lines for the same
-budget without context (the control: in-domain data, no context), and ``hmce_target``: hmce reading the
-previous target sentence too
-(``--target-context-size 1``: the reference in training, its own translation in
-fairseq-generate, SCAT's French context line in contrastive scoring); evaluated on SCAT valid by contrastive pronoun accuracy
-(``fairseq-ctx-contrastive --format scat``) and sacreBLEU BLEU/chrF of beam-5 translations.
+"""SCAT En→Fr with the two-stage recipe of Yun (2022) ch. 3.
+
+Stage 1: a sentence-level Transformer on all the en–fr sentence data (Multi30k train, SCAT's
+training sentences and their context lines; scat_data.py), trained in chunks of --validate-every
+updates until its greedy validation BLEU plateaus (:data:`STAGE_ONE_PLATEAU`, fixed before the
+run) or --sentence-updates is reached. Stage 2, per seed: hmce, hce, ctx_concat, hmce_target (hmce
+reading the previous target sentence too: ``--target-context-size 1``; the reference in training,
+its own translation in fairseq-generate, SCAT's French context line in contrastive scoring) and
+``sentence_scat``, the control (stage 1 trained on the same SCAT lines without context); dat, han,
+dct on request. Every stage-2 model starts from stage 1's best checkpoint
+(``--pretrained-sentence-checkpoint``; the control: ``--finetune-from-model``) and is trained on
+the same SCAT documents for the same updates of the same sentences per update
+(--context-batch-size). Evaluated on SCAT valid: contrastive pronoun accuracy
+(``fairseq-ctx-contrastive --format scat``), CXMI (``fairseq-ctx-cxmi``), sacreBLEU BLEU/chrF of
+beam translations.
 
 Usage (from the repository root, package installed):
 
     python examples/context_mt/scat_en_fr.py --scat-dir contextual-mt/data/scat \\
-        --multi30k-dir multi30k-dataset/data/task1/raw
+        --multi30k-dir multi30k-dataset/data/task1/raw --seeds 1,2,3
 
-Writes ``examples/context_mt/results/scat_en_fr.{md,json,png}`` (``--out``); scratch files, logs
-and every tool command (``commands.sh``) go to ``--work``. Rerunning continues: data stages and
-models with a result are skipped, an interrupted training resumes from its checkpoint_last.pt.
-``--models hmce dct`` runs a subset (the sentence-level model is always trained: it initialises
-the others). The tools run in this process, with the same arguments as on the command line.
+Writes ``scat_en_fr.{md,json,png}`` and their plain-text files into ``--results`` (default
+WORK/results); scratch files, logs and every tool command (``commands.sh``) go to ``--work``.
+Rerunning continues: data stages and models with a result are skipped, an interrupted training
+resumes from its checkpoint_last.pt. Stage 2 runs side by side in ``--jobs`` processes, each
+the recipe itself restricted to one model and seed (log: WORK[/seed<N>]/job.MODEL.log).
 """
 import argparse
+import dataclasses
+import functools
 import json
-import re
 import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -37,23 +44,24 @@ if REPOSITORY not in sys.path:
 
 import scat_data  # noqa: E402
 import scat_results  # noqa: E402
+from devtools.plateau_rule import BLEU_PLATEAU, checkpoint_updates, train_until_plateau  # noqa: E402
+from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
+from devtools.recipe_runs import (Job, add_run_options, check_run_options, failures_message, job_command,  # noqa: E402
+                                  log_to_stdout, precision_args, results_dir, resume_command, run_jobs, seed_dirs,
+                                  seed_option, single_seed)
+from devtools.recipe_tools import Step, run  # noqa: E402
+from devtools.train_log import validation_curve  # noqa: E402
+from scat_evaluation import evaluate  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
-from devtools.train_log import sentences_per_update, validation_curve  # noqa: E402
-from devtools.in_process_tools import restored_logging  # noqa: E402
-from fairseq_ctx.core.plots import PlotsUnavailableError, require_plots  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
 CONTEXT_MODELS = [*CONTEXT_ARCHS, *TARGET_CONTEXT_MODELS]
 STAGE_TWO_MODELS = [SENTENCE_ON_SCAT, *CONTEXT_MODELS]
-# console script -> (module, function, whether it reads sys.argv instead of an argv parameter)
-TOOLS = {
-    "fairseq-preprocess": ("fairseq_cli.preprocess", "cli_main", True),
-    "fairseq-train": ("fairseq_cli.train", "cli_main", True),
-    "fairseq-generate": ("fairseq_cli.generate", "cli_main", True),
-    "fairseq-ctx-contrastive": ("fairseq_ctx.cli.contrastive", "main", False),
-    "fairseq-ctx-score": ("fairseq_ctx.cli.score", "main", False),
-}
+DEFAULT_MODELS = [SENTENCE_ON_SCAT, "hmce", "hce", "ctx_concat", "hmce_target"]
+STAGE_ONE_PLATEAU = dataclasses.replace(BLEU_PLATEAU, metric="greedy validation BLEU (Multi30k val)")
+"""Fixed before the runs: the rule of the Multi30k recipes (0.5 BLEU)."""
+SCRIPT = "examples/context_mt/scat_en_fr.py"
 
 
 class Recipe:
@@ -66,27 +74,20 @@ class Recipe:
         self.user_dir = str(Path(__import__("fairseq_ctx").__file__).parent)
 
     def run(self, tool: str, args: Sequence[str]) -> None:
-        with open(self.work / "commands.sh", "a", encoding="utf-8") as log:
-            log.write(shlex.join([tool, *args]) + "\n")
-        module, function, via_argv = TOOLS[tool]
-        entry = getattr(__import__(module, fromlist=[function]), function)
-        saved_argv = sys.argv
-        try:
-            with restored_logging():  # one process runs every tool
-                if via_argv:
-                    sys.argv = [tool, *args]
-                    entry()
-                else:
-                    entry(list(args))
-        except SystemExit as stop:
-            if stop.code not in (None, 0):
-                raise SystemExit(f"{tool} failed ({stop.code}); command in {self.work / 'commands.sh'}")
-        finally:
-            sys.argv = saved_argv
+        run(Step(tool, list(args)), record=self.work / "commands.sh")
 
     # ---- data ----------------------------------------------------------------------------------
-    def prepare(self) -> None:
-        if not self.prep.is_dir():
+    def prepare(self) -> Dict:
+        """The data stages (each skipped when done); returns the stage-1 corpus facts."""
+        corpus_file = self.prep / "corpus.json"
+        if self.prep.is_dir():
+            corpus = json.loads(corpus_file.read_text()) if corpus_file.exists() else {}
+            if corpus.get("stage_one_corpus") != scat_data.STAGE_ONE_CORPUS:
+                raise scat_data.RecipeInputError(
+                    f"{self.prep} was prepared by an earlier version of this recipe (stage 1 on "
+                    f"{corpus.get('stage_one_corpus', 'Multi30k + SCAT sentences')}, not "
+                    f"{scat_data.STAGE_ONE_CORPUS}); use another --work, or --restart")
+        else:
             print(f"== plain text and documents ({self.prep})", flush=True)
             tmp = self.fresh(self.prep)
             scat_data.prepare_text(Path(self.args.scat_dir), Path(self.args.multi30k_dir), tmp)
@@ -110,6 +111,7 @@ class Recipe:
             for split in ("train", "valid"):
                 shutil.copy(self.prep / f"scat.{split}.docids", tmp / "scat" / f"{split}.docids")
             scat_data.replace_dir(tmp, self.bin)
+        return json.loads(corpus_file.read_text())
 
     @staticmethod
     def fresh(final: Path) -> Path:
@@ -119,6 +121,12 @@ class Recipe:
         return tmp
 
     # ---- models --------------------------------------------------------------------------------
+    def model_dir(self, name: str, seed: int) -> Path:
+        """Stage 1: WORK/models/sentence; stage 2: WORK[/seed<N>]/models/NAME."""
+        if name == SENTENCE:
+            return self.work / "models" / SENTENCE
+        return dict(seed_dirs(self.args, self.work))[seed] / "models" / name
+
     def model_args(self) -> List[str]:
         a = self.args
         return ["--share-all-embeddings", "--encoder-embed-dim", str(a.embed_dim), "--decoder-embed-dim",
@@ -126,91 +134,122 @@ class Recipe:
                 "--encoder-layers", str(a.layers), "--decoder-layers", str(a.layers), "--encoder-attention-heads",
                 str(a.heads), "--decoder-attention-heads", str(a.heads)]
 
-    def train(self, name: str, arch: str, context_size: int, updates: int, extra: Sequence[str]) -> float:
-        """``extra``: the model's own options beyond the shared ones (sentence checkpoint, target context)."""
-        a, out = self.args, self.work / "models" / name
-        if (out / "train.done").exists():
-            return float((out / "train.done").read_text())
-        out.mkdir(parents=True, exist_ok=True)
-        print(f"== train {name} ({arch}, context size {context_size}, {updates} updates; log {out / 'train.log'})",
-              flush=True)
-        started, spent = time.time(), out / "train.seconds"
+    def train_args(self, name: str, arch: str, context_size: int, updates: int, extra: Sequence[str],
+                   seed: int) -> List[str]:
+        """``extra``: the model's own options beyond the shared ones (sentence checkpoint, target
+        context); ``updates``: where this session stops (stage 1 trains in chunks; its warm-up
+        follows its whole budget)."""
+        a, out = self.args, self.model_dir(name, seed)
+        budget = a.sentence_updates if name == SENTENCE else a.context_updates
         data = self.bin / ("sentence" if name == SENTENCE else "scat")
+        return [
+            str(data), "--user-dir", self.user_dir, "--task", "context_translation", "--source-lang", "en",
+            "--target-lang", "fr", "--context-size", str(context_size), "--arch", arch, *self.model_args(), *extra,
+            "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "0.0", "--lr", str(a.lr),
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(min(a.warmup, max(1, budget // 2))),
+            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", str(a.dropout),
+            *batch_args(name, a), "--max-update", str(updates), "--seed", str(seed),
+            "--save-dir", str(out / "checkpoints"), "--no-epoch-checkpoints", "--num-workers", "0",
+            "--skip-invalid-size-inputs-valid-test", "--log-format", "simple", "--log-interval", str(a.log_interval),
+            "--validate-interval-updates", str(a.validate_every), "--log-file", str(out / "train.log"), "--cpu",
+            *precision_args(a.precision), *(self.stage_one_validation() if name == SENTENCE else [])]
+
+    def stage_one_validation(self) -> List[str]:
+        """Greedy validation BLEU at the end of every chunk (and only there), the checkpoint of the
+        best kept as checkpoint_best.pt."""
+        return ["--validate-interval", "1000000", "--save-interval", "1000000", "--eval-bleu", "--eval-bleu-args",
+                json.dumps({"beam": 1, "max_len_a": 1.2, "max_len_b": 10}), "--eval-bleu-remove-bpe", "sentencepiece",
+                "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric"]
+
+    def timed_train(self, out: Path, args: List[str]) -> None:
+        """fairseq-train, its wall time added to ``out/train.seconds`` (an interrupted session's too)."""
+        out.mkdir(parents=True, exist_ok=True)
+        started, spent = time.time(), out / "train.seconds"
         try:
-            self.run("fairseq-train", [
-                str(data), "--user-dir", self.user_dir, "--task", "context_translation", "--source-lang", "en",
-                "--target-lang", "fr", "--context-size", str(context_size), "--arch", arch, *self.model_args(), *extra,
-                "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "0.0", "--lr", str(a.lr),
-                "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(min(a.warmup, max(1, updates // 2))),
-                "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", str(a.dropout),
-                *batch_args(name, a), "--max-update", str(updates), "--seed", str(a.seed),
-                "--save-dir", str(out / "checkpoints"), "--no-epoch-checkpoints", "--num-workers", "0",
-                "--skip-invalid-size-inputs-valid-test", "--log-format", "simple", "--log-interval", str(a.log_interval),
-                "--validate-interval-updates", str(a.validate_every),
-                "--log-file", str(out / "train.log"), "--cpu"])
-        finally:  # an interrupted session's time counts too when training resumes
+            self.run("fairseq-train", args)
+        finally:
             earlier = float(spent.read_text()) if spent.exists() else 0.0
             spent.write_text(f"{earlier + time.time() - started:.1f}")
-        (out / "train.done").write_text(spent.read_text())
-        return float(spent.read_text())
 
-    def evaluate(self, name: str, context_size: int, target_context_size: int) -> Dict:
-        a, out = self.args, self.work / "models" / name
-        checkpoint = out / "checkpoints" / "checkpoint_last.pt"
-        started = time.time()
-        print(f"== evaluate {name} on SCAT valid (beam {a.beam}, contrastive)", flush=True)
-        data = self.bin / "scat"
-        self.run("fairseq-generate", [
-            str(data), "--user-dir", self.user_dir, "--task", "context_translation", "--source-lang", "en",
-            "--target-lang", "fr", "--context-size", str(context_size), "--target-context-size",
-            str(target_context_size), "--path", str(checkpoint), "--gen-subset", "valid", "--beam", str(a.beam), "--max-len-a", "1.2", "--max-len-b", "10",
-            "--batch-size", "64", "--required-batch-size-multiple", "1", "--post-process", "sentencepiece",
-            "--results-path", str(out / "generate"), "--cpu"])
-        hypotheses = scat_results.sentence_hypotheses(out / "generate" / "generate-valid.txt",
-                                                      self.prep / "scat.valid.sentence_ids")
-        scat_data.write_lines(out / "valid.hyp.fr", hypotheses)
-        self.run("fairseq-ctx-score", ["--hyp", str(out / "valid.hyp.fr"), "--ref", str(self.prep / "scat.valid.ref.fr"),
-                                       "--no-comet", "--json", str(out / "score.json")])
-        self.run("fairseq-ctx-contrastive", [
-            str(checkpoint), "--data", str(data), "--cpu", "--spm", str(self.spm_dir / "spm.model"),
-            "--format", "scat", "--input", str(Path(a.scat_dir) / "highlighted.valid"), "--json",
-            str(out / "contrastive.json")])
-        scores = json.loads((out / "score.json").read_text())
-        contrastive = json.loads((out / "contrastive.json").read_text())
-        log = (out / "train.log").read_text()
-        return {
-            "bleu": scores["bleu"], "chrf": scores["chrf"],
-            "contrastive_accuracy": contrastive["accuracy"], "contrastive_correct": contrastive["correct"],
-            "contrastive_total": contrastive["total"], "contrastive_ties": contrastive.get("ties", 0),
-            "support": contrastive["breakdowns"].get("support", {}),
-            "updates": int(re.findall(r"num_updates (\d+)", log)[-1]),
-            "valid_loss": validation_curve(log, "loss"),
-            "sentences_per_update": sentences_per_update(log),
-            "params": int(re.search(r"num\. shared model params: ([\d,]+)", log).group(1).replace(",", "")),
-            "eval_seconds": round(time.time() - started, 1),
-        }
+    def stage_one(self) -> Dict:
+        """Train stage 1 to its plateau or budget (continuing a run stopped at a smaller budget),
+        then evaluate its best checkpoint; returns its result."""
+        a, out = self.args, self.model_dir(SENTENCE, single_seed(self.args))
+        state_file, result_file = out / "train.json", out / "result.json"
+        state = json.loads(state_file.read_text()) if state_file.exists() else None
+        if state is None or (state["stopped"] == "budget" and state["updates"] < a.sentence_updates):
+            self.refuse_stale_stage_two()
+            state = self.train_stage_one(out)
+            state_file.write_text(json.dumps(state, indent=2))
+            result_file.unlink(missing_ok=True)
+        if result_file.exists():
+            print(f"== {SENTENCE}: finished earlier ({result_file})", flush=True)
+            return json.loads(result_file.read_text())
+        result = {"model": SENTENCE, "seed": single_seed(a), "arch": "transformer", "context_size": 0, "target_context_size": 0,
+                  **state, "train_seconds": float((out / "train.seconds").read_text()),
+                  **evaluate(self, out, out / "checkpoints" / "checkpoint_best.pt", 0, 0)}
+        result_file.write_text(json.dumps(result, indent=2))
+        return result
 
-    def model(self, name: str) -> Dict:
-        out = self.work / "models" / name
+    def train_stage_one(self, out: Path) -> Dict:
+        a, log = self.args, out / "train.log"
+        last = out / "checkpoints" / "checkpoint_last.pt"
+
+        def train_to(updates: int) -> None:
+            if checkpoint_updates(last) < updates:
+                print(f"== train {SENTENCE} (stage 1) to update {updates} (log {log})", flush=True)
+                self.timed_train(out, self.train_args(SENTENCE, "transformer", 0, updates, [], single_seed(a)))
+
+        def validate(updates: int) -> float:
+            bleu = dict((int(u), b) for u, b in validation_curve(log.read_text(), "bleu"))
+            if updates not in bleu:
+                raise RuntimeError(f"{log} has no validation BLEU at update {updates}; delete {out} to train stage 1 "
+                                   f"again")
+            print(f"== {SENTENCE}, update {updates}: greedy validation BLEU {bleu[updates]:.2f}", flush=True)
+            return bleu[updates]
+
+        curve = [(int(u), b) for u, b in validation_curve(log.read_text(), "bleu")] if log.exists() else []
+        stopped = train_until_plateau(STAGE_ONE_PLATEAU, a.validate_every, a.sentence_updates, curve, train_to,
+                                      validate, lambda _: None)
+        return {"stopped": stopped, "updates": curve[-1][0], "convergence": STAGE_ONE_PLATEAU.judge(curve).text,
+                "valid_bleu": [list(point) for point in curve]}
+
+    def refuse_stale_stage_two(self) -> None:
+        """Stage 1 may only (continue to) train while no stage-2 model has started from it."""
+        started = sorted(str(p.parent) for p in self.work.glob("**/models/*/checkpoints/checkpoint_last.pt")
+                         if p.parent.parent.name != SENTENCE)
+        if started:
+            raise scat_data.RecipeInputError(
+                f"stage 1 is to train further (--sentence-updates {self.args.sentence_updates}), but stage-2 models "
+                f"were initialised from its current checkpoint: {', '.join(started)}; use another --work (with "
+                f"--stage-one-only first), or give the --sentence-updates stage 1 stopped at")
+
+    def stage_two(self, name: str, seed: int) -> Dict:
+        """Train (fixed budget) and evaluate one stage-2 model of one seed; returns its result."""
+        out = self.model_dir(name, seed)
         if (out / "result.json").exists():
-            print(f"== {name}: finished earlier ({out / 'result.json'})", flush=True)
+            print(f"== {name}, seed {seed}: finished earlier ({out / 'result.json'})", flush=True)
             return json.loads((out / "result.json").read_text())
         a = self.args
         target_context_size = 1 if name in TARGET_CONTEXT_MODELS else 0
-        sentence_checkpoint = self.work / "models" / SENTENCE / "checkpoints" / "checkpoint_last.pt"
-        if name == SENTENCE:
-            arch, context_size, updates, extra = "transformer", 0, a.sentence_updates, []
-        elif name == SENTENCE_ON_SCAT:
-            arch, context_size, updates = "transformer", 0, a.context_updates
-            extra = ["--finetune-from-model", str(sentence_checkpoint)]
+        stage_one = self.model_dir(SENTENCE, single_seed(a)) / "checkpoints" / "checkpoint_best.pt"
+        if name == SENTENCE_ON_SCAT:
+            arch, context_size, extra = "transformer", 0, ["--finetune-from-model", str(stage_one)]
         else:
-            arch, context_size, updates = TARGET_CONTEXT_MODELS.get(name, name), 1, a.context_updates
-            extra = ["--pretrained-sentence-checkpoint", str(sentence_checkpoint),
-                     "--target-context-size", str(target_context_size)]
-        seconds = self.train(name, arch, context_size, updates, extra)
-        result = {"model": name, "arch": arch, "context_size": context_size,
-                  "target_context_size": target_context_size, "train_seconds": round(seconds, 1),
-                  **self.evaluate(name, context_size, target_context_size)}
+            arch, context_size = TARGET_CONTEXT_MODELS.get(name, name), 1
+            extra = ["--pretrained-sentence-checkpoint", str(stage_one), "--target-context-size",
+                     str(target_context_size)]
+        if not (out / "train.json").exists():
+            print(f"== train {name}, seed {seed} ({arch}, context size {context_size}, {a.context_updates} updates; "
+                  f"log {out / 'train.log'})", flush=True)
+            self.timed_train(out, self.train_args(name, arch, context_size, a.context_updates, extra, seed))
+            (out / "train.json").write_text(json.dumps({"stopped": "fixed", "updates": a.context_updates,
+                                                        "stage_one_updates": checkpoint_updates(stage_one)}))
+        result = {"model": name, "seed": seed, "arch": arch, "context_size": context_size,
+                  "target_context_size": target_context_size, **json.loads((out / "train.json").read_text()),
+                  "train_seconds": float((out / "train.seconds").read_text()),
+                  **evaluate(self, out, out / "checkpoints" / "checkpoint_last.pt", context_size,
+                             target_context_size)}
         (out / "result.json").write_text(json.dumps(result, indent=2))
         return result
 
@@ -223,22 +262,24 @@ def batch_args(name: str, args: argparse.Namespace) -> List[str]:
     return ["--batch-size", str(args.context_batch_size)]
 
 
-def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scat_en_fr.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scat-dir", required=True, help="directory of highlighted.{train,valid}[.context].{en,fr}")
     parser.add_argument("--multi30k-dir", required=True, help="directory of the raw {train,val}.{en,fr}.gz")
     parser.add_argument("--work", default="work/scat_en_fr", help="scratch directory (kept for resuming)")
-    parser.add_argument("--out", default=str(HERE / "results"), help="where scat_en_fr.{md,json,png} go")
-    parser.add_argument("--models", nargs="+", choices=STAGE_TWO_MODELS, default=STAGE_TWO_MODELS,
-                        help="stage-2 models to train (the sentence-level model is always trained); "
-                        "sentence_scat is the sentence-level model trained on the SCAT lines without context, "
+    parser.add_argument("--models", nargs="+", choices=STAGE_TWO_MODELS, default=DEFAULT_MODELS,
+                        help="stage-2 models to train (stage 1 is always trained: it initialises them); "
+                        "sentence_scat is the stage-1 model trained on the SCAT lines without context, "
                         "hmce_target is hmce with --target-context-size 1")
+    parser.add_argument("--stage-one-only", action="store_true",
+                        help="train and evaluate stage 1 only (run stage 2 later with the same command without it)")
     parser.add_argument("--restart", action="store_true", help="delete --work first instead of resuming")
-    parser.add_argument("--sentence-updates", type=int, default=1200,
-                        help="stage-1 updates (222 per epoch of Multi30k + SCAT sentences at 4096 tokens; "
-                        "400 left the model at BLEU 3 on SCAT valid)")
-    parser.add_argument("--context-updates", type=int, default=400,
-                        help="stage-2 updates per context model (about one epoch of SCAT documents at 4096 tokens)")
+    parser.add_argument("--sentence-updates", type=int, default=20000,
+                        help="stage-1 budget: at most this many updates; it stops earlier when its greedy validation "
+                             f"BLEU plateaus (the best of the last fifth of the updates less than "
+                             f"{STAGE_ONE_PLATEAU.min_gain:g} BLEU above the best before)")
+    parser.add_argument("--context-updates", type=int, default=800, help="stage-2 updates of every stage-2 model")
     parser.add_argument("--embed-dim", type=int, default=256, help="model dimension (thesis: 512)")
     parser.add_argument("--ffn-dim", type=int, default=1024, help="feed-forward dimension (thesis: 2048)")
     parser.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each (thesis: 6)")
@@ -246,40 +287,99 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser.add_argument("--dropout", type=float, default=0.1, help="dropout (thesis: 0.1)")
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate of inverse_sqrt")
     parser.add_argument("--warmup", type=int, default=200, help="warm-up updates (at most half of the budget)")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch (context tokens included)")
-    parser.add_argument("--context-batch-size", type=int, default=0,
-                        help="stage 2: this many sentences per update for every model instead of --max-tokens "
-                        "(which counts context tokens, so context models would see fewer sentences); 0 = --max-tokens")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="stage-1 tokens per batch")
+    parser.add_argument("--context-batch-size", type=int, default=64,
+                        help="stage 2: sentences per update, the same for every model; 0: --max-tokens instead (which "
+                        "counts context tokens, so context models would see fewer sentences)")
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--beam", type=int, default=5, help="beam size for the BLEU translations")
     parser.add_argument("--log-interval", type=int, default=100, help="updates between training log lines")
-    parser.add_argument("--validate-every", type=int, default=100,
-                        help="updates between validation losses (the convergence curve in the results; "
-                        "no checkpoint is selected on them)")
-    parser.add_argument("--seed", type=int, default=1)
-    return parser.parse_args(argv)
+    parser.add_argument("--validate-every", type=int, default=500,
+                        help="updates between validations: stage 1's greedy BLEU (its plateau rule; it trains in "
+                        "chunks of this many updates), stage 2's loss (its convergence curve)")
+    add_run_options(parser, "stage-2 models and seeds (stage 1 runs alone, with --jobs × --threads threads)",
+                    {"--results": ["--out"]}, stage_one_seed=True)
+    return parser
 
 
-def main(argv: Sequence[str] = None) -> None:
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    args = parser.parse_args(argv)
+    check_run_options(parser, args, stage_one_seed=True)
+    if min(args.sentence_updates, args.context_updates, args.validate_every) < 1:
+        parser.error("--sentence-updates, --context-updates and --validate-every must be at least 1")
+    return args
+
+
+def unfinished(recipe: Recipe, stage_one: Dict, pending: Sequence[Sequence], parser: argparse.ArgumentParser,
+               argv: Sequence[str]) -> List[Dict]:
+    """Stage 1 when it stopped at its budget before the plateau, and every stage-2 run without a
+    result, each with the command that resumes it."""
+    listed = []
+    if stage_one["stopped"] == "budget":
+        longer = {"--sentence-updates": str(2 * stage_one["updates"]), "--stage-one-only": None}
+        listed.append(unfinished_run(SENTENCE, stage_one["seed"], f"stopped at its budget of {stage_one['updates']} "
+                                     f"updates before the plateau (stage-2 models trained from it must be trained "
+                                     f"again in another --work)", resume_command(parser, SCRIPT, argv, longer,
+                                                                                 drop=["--restart"])))
+    for name, seed in pending:
+        updates = checkpoint_updates(recipe.model_dir(name, seed) / "checkpoints" / "checkpoint_last.pt")
+        state = f"interrupted at update {updates} (resumes from checkpoint_last.pt)" if updates else "not trained yet"
+        options = {**seed_option(recipe.args, seed), "--models": name}
+        listed.append(unfinished_run(name, seed, state, resume_command(parser, SCRIPT, argv, options,
+                                                                       drop=["--restart", "--stage-one-only"])))
+    return listed
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    try:
-        require_plots("scat_en_fr.py (scat_en_fr.png)")
-    except PlotsUnavailableError as err:
-        sys.exit(f"scat_en_fr.py: {err}")
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    log_to_stdout()
     scat_data.check_inputs(Path(args.scat_dir), Path(args.multi30k_dir))
     work = Path(args.work)
     if args.restart:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
-    started = time.time()
+    import torch
+
     recipe = Recipe(args)
-    recipe.prepare()
-    rows = []
-    for name in [SENTENCE, *[model for model in STAGE_TWO_MODELS if model in args.models]]:
-        rows.append(recipe.model(name))
-        scat_results.write(rows, args, argv, Path(args.out), time.time() - started)
-    print(f"== results: {Path(args.out) / 'scat_en_fr.md'}", flush=True)
+    corpus = recipe.prepare()
+    torch.set_num_threads(args.threads * args.jobs)  # stage 1 runs alone
+    stage_one = recipe.stage_one()
+    seeds = [seed for seed, _ in seed_dirs(args, work)]
+    units = [] if args.stage_one_only else [(name, seed) for seed in seeds for name in args.models]
+    pending = [(name, seed) for name, seed in units if not (recipe.model_dir(name, seed) / "result.json").exists()]
+    jobs = [Job(f"{name}, seed {seed}",
+                job_command(parser, SCRIPT, argv, {**seed_option(args, seed), "--models": name},
+                            drop=["--restart", "--stage-one-only"]),
+                recipe.model_dir(name, seed).parent.parent / f"job.{name}.log",
+                functools.partial(recipe.stage_two, name, seed)) for name, seed in pending]
+    failed = run_jobs(jobs, args.jobs, args.threads)
+    if not args.no_report:
+        rows = [stage_one]
+        rows += [json.loads((recipe.model_dir(name, seed) / "result.json").read_text()) for seed in seeds
+                 for name in STAGE_TWO_MODELS if (recipe.model_dir(name, seed) / "result.json").exists()]
+        out = results_dir(args, work)
+        rule = STAGE_ONE_PLATEAU.describe(args.validate_every, args.sentence_updates, stops=True)
+        outcome = (f"stage 1 stopped at update {stage_one['updates']} ({stage_one['stopped']}): "
+                   f"{stage_one['convergence']}")
+        budget = (f"stage 1 at most {args.sentence_updates} updates of {args.max_tokens} tokens; stage 2 "
+                  f"{args.context_updates} updates of "
+                  + (f"{args.context_batch_size} sentences" if args.context_batch_size else
+                     f"{args.max_tokens} tokens (context tokens included)") + " per model")
+        header = run_header(args, seeds, shlex.join(["python", SCRIPT, *argv]), budget, rule, outcome)
+        scat_results.write(rows, header, {
+            "settings": {k: v for k, v in vars(args).items()
+                         if k not in ("models", "seeds", "results", "restart", "no_report", "precision", "jobs",
+                                      "threads")},
+            "corpus": corpus, "stage_one": stage_one,
+            "unfinished": unfinished(recipe, stage_one, [(name, seed) for name, seed in pending if not
+                                                         (recipe.model_dir(name, seed) / "result.json").exists()],
+                                     parser, argv),
+            "translations": {scat_results.run_name(r): r["hypotheses"] for r in rows}}, out)
+        print(f"== results: {out / 'scat_en_fr.md'}", flush=True)
+    if failed:
+        sys.exit(failures_message("scat_en_fr", failed))
 
 
 if __name__ == "__main__":

@@ -1,20 +1,31 @@
-"""Results of the SCAT En→Fr recipe: ``scat_en_fr.md`` (table + run facts), ``.json`` (the rows)
-and ``.png`` (contrastive accuracy and BLEU per context model, the sentence-level model as a
-reference line)."""
-import argparse
-import json
-import os
-import shlex
-import time
-from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+"""Results of the SCAT En→Fr recipe: ``scat_en_fr.md`` (tables and run facts), ``.json`` (every
+run), the plain-text files next to them that every number is recomputed from
+(``scat_en_fr.translations/MODEL[.seedN].fr``: the beam translations of SCAT valid;
+``scat_en_fr.contrastive.tsv``: both candidates' scores per example; ``scat_en_fr.cxmi.tsv``: CXMI
+per sentence), and ``.png`` (contrastive accuracy and BLEU per model, where matplotlib is
+installed).
 
-from devtools.machine_facts import this_machine
+Over seeds every number is mean ± sd; each context model is compared with the no-context control
+trained on the same SCAT lines (a paired t-test over seeds: a seed's runs share the stage-1
+model and the batch order); CXMI tells whether a model uses its context at all (one-sample
+t-test over seeds); the pronoun-prior table tells how much of an accuracy a preference for one
+gender explains."""
+import json
+import shutil
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
+from devtools.seed_statistics import (HELD, NOT_HELD, UNDECIDED, UNTESTED, direction_verdict, format_mean_sd, mean_sd,
+                                      t_test)
 from fairseq_ctx.core.generate_output import read_generate_lines
-from fairseq_ctx.core.plots import pyplot
 
 SENTENCE = "sentence"  # the stage-1 sentence-level model
 SENTENCE_ON_SCAT = "sentence_scat"  # stage 1 continued on the SCAT lines without context: the stage-2 control
+STEM = "scat_en_fr"
+FEMININE, MASCULINE = ("elle", "elles"), ("il", "ils")
+CONTEXT_USE = {HELD: "yes (CXMI > 0)", NOT_HELD: "no: the context lowers the reference's probability (CXMI < 0)",
+               UNDECIDED: "undecided"}
 
 
 def sentence_hypotheses(generate_output: Path, sentence_ids: Path) -> List[str]:
@@ -29,110 +40,243 @@ def sentence_hypotheses(generate_output: Path, sentence_ids: Path) -> List[str]:
     return [detokenised[i] for i in ids]
 
 
-def minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min"
+def run_name(row: Dict) -> str:
+    return row["model"] if row["model"] == SENTENCE else f"{row['model']}.seed{row['seed']}"
 
 
-def table(rows: Sequence[Dict]) -> List[str]:
-    lines = ["| model | context | updates | sentences / update | contrastive acc. (correct/total) "
-             "| support context / current | BLEU | chrF | valid loss | params | train | evaluate |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        support = r.get("support", {})
-        by_support = " / ".join(f"{support[k]['accuracy']:.3f}" if k in support else "–" for k in ("context", "current"))
-        context = ("none" if r["model"] == SENTENCE else "none (stage 2 on SCAT lines)" if r["context_size"] == 0 else
-                   "1 segment (source + own target)" if r.get("target_context_size") else "1 segment (source)")
-        per_update = f"{r['sentences_per_update']:.1f}" if r.get("sentences_per_update") else "–"
-        valid_loss = f"{r['valid_loss'][-1][1]:.3f}" if r.get("valid_loss") else "–"
-        lines.append(f"| {r['model']} | {context} | {r['updates']} | {per_update} | {r['contrastive_accuracy']:.3f} "
-                     f"({r['contrastive_correct']}/{r['contrastive_total']}) | {by_support} | {r['bleu']:.2f} | "
-                     f"{r['chrf']:.2f} | {valid_loss} | {r['params'] / 1e6:.2f}M | {minutes(r['train_seconds'])} | "
-                     f"{minutes(r['eval_seconds'])} |")
+# ---- the pronoun prior ---------------------------------------------------------------------------
+def gender(pronoun: str) -> Optional[str]:
+    return "feminine" if pronoun in FEMININE else "masculine" if pronoun in MASCULINE else None
+
+
+def gender_breakdown(examples: Sequence[Dict]) -> Dict[str, float]:
+    """Accuracy where the correct pronoun is feminine / masculine, their mean (balanced accuracy:
+    0.5 for a model that always picks one gender), and the share of examples where the model
+    scores the feminine candidate higher (examples with pronouns of both genders left out)."""
+    by_gender = {g: [e for e in examples if gender(e["pronoun"]) == g] for g in ("feminine", "masculine")}
+    accuracy = {g: sum(e["correct"] for e in mine) / len(mine) if mine else 0.0 for g, mine in by_gender.items()}
+    judged = by_gender["feminine"] + by_gender["masculine"]
+    feminine_first = [e["scores"][0] > e["scores"][1] if gender(e["pronoun"]) == "feminine"
+                      else e["scores"][1] > e["scores"][0] for e in judged]
+    return {"feminine_accuracy": accuracy["feminine"], "masculine_accuracy": accuracy["masculine"],
+            "balanced_accuracy": (accuracy["feminine"] + accuracy["masculine"]) / 2,
+            "prefers_feminine": sum(feminine_first) / len(judged) if judged else 0.0}
+
+
+def prior_rows(examples: Sequence[Dict], train_pronouns: Dict[str, int]) -> List[Dict]:
+    """Accuracy of choosing without the model: always feminine, always masculine, and the gender
+    SCAT train marks more often for the pronoun's number (il/elle, ils/elles)."""
+    judged = [e for e in examples if gender(e["pronoun"])]
+    majority = {number: max(pair, key=lambda p: train_pronouns.get(p, 0)) for number, pair in
+                (("singular", ("il", "elle")), ("plural", ("ils", "elles")))}
+
+    def accuracy(choose) -> Dict:
+        flags = [gender(choose(e["pronoun"])) == gender(e["pronoun"]) for e in judged]
+        mine = {g: [f for f, e in zip(flags, judged) if gender(e["pronoun"]) == g] for g in ("feminine", "masculine")}
+        return {"accuracy": sum(flags) / len(flags),
+                **{f"{g}_accuracy": sum(f) / len(f) if f else 0.0 for g, f in mine.items()}}
+
+    return [{"rule": "always the feminine pronoun", **accuracy(lambda p: "elle")},
+            {"rule": "always the masculine pronoun", **accuracy(lambda p: "il")},
+            {"rule": f"SCAT train's majority per number ({majority['singular']} for il/elle, {majority['plural']} for "
+                     f"ils/elles)", **accuracy(lambda p: majority["plural" if p.endswith("s") else "singular"])}]
+
+
+# ---- over seeds ----------------------------------------------------------------------------------
+def by_model(rows: Sequence[Dict]) -> Dict[str, List[Dict]]:
+    grouped: Dict[str, List[Dict]] = {}
+    for row in rows:
+        grouped.setdefault(row["model"], []).append(row)
+    return grouped
+
+
+def comparisons(rows: Sequence[Dict]) -> List[Dict]:
+    """Each context model against the control, per metric: the per-seed differences (seeds both
+    have), their mean ± sd, the paired t-test and the verdict (expected: context model above)."""
+    grouped = by_model(rows)
+    control = {r["seed"]: r for r in grouped.get(SENTENCE_ON_SCAT, [])}
+    out = []
+    for model, mine in grouped.items():
+        if model in (SENTENCE, SENTENCE_ON_SCAT) or not control:
+            continue
+        paired = [(r, control[r["seed"]]) for r in mine if r["seed"] in control]
+        entry = {"model": model, "seeds": [r["seed"] for r, _ in paired]}
+        for metric, digits in (("contrastive_accuracy", 3), ("bleu", 2), ("chrf", 2)):
+            test = t_test([r[metric] - c[metric] for r, c in paired])
+            entry[metric] = {"differences": list(test.differences), "mean": test.mean, "sd": test.sd, "p": test.p,
+                             "verdict": direction_verdict(test.mean, test.p), "text": test.describe(digits)}
+        out.append(entry)
+    return out
+
+
+def context_use(rows: Sequence[Dict]) -> List[Dict]:
+    """Per stage-2 model: CXMI over seeds against 0 (one-sample t-test), and the share of SCAT
+    sentences whose reference the context made more likely."""
+    out = []
+    for model, mine in by_model(rows).items():
+        if model == SENTENCE:
+            continue
+        test = t_test([r["cxmi"] for r in mine])
+        sentences = [value for r in mine for value in r["cxmi_per_sentence"]]
+        verdict = direction_verdict(test.mean, test.p)
+        word = verdict.removesuffix(f" {UNTESTED}")
+        out.append({"model": model, "values": list(test.differences), "p": test.p,
+                    "verdict": CONTEXT_USE[word] + (f" {UNTESTED}" if word != verdict else ""),
+                    "text": test.describe(3, "t-test against 0"),
+                    "positive_share": sum(v > 0 for v in sentences) / len(sentences) if sentences else 0.0})
+    return out
+
+
+# ---- markdown ------------------------------------------------------------------------------------
+def context_of(row: Dict) -> str:
+    if row["model"] == SENTENCE:
+        return "none (stage 1)"
+    if row["context_size"] == 0:
+        return "none (stage 2 on SCAT lines)"
+    return "1 segment (source + own target)" if row.get("target_context_size") else "1 segment (source)"
+
+
+def mean_sd_of(mine: Sequence[Dict], key: str, digits: int) -> str:
+    return format_mean_sd([r[key] for r in mine], digits)
+
+
+def summary_table(rows: Sequence[Dict]) -> List[str]:
+    lines = ["| model | context | runs | contrastive acc. | balanced acc. | support context / current | CXMI (nats) "
+             "| BLEU | chrF | sentences / update |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for model, mine in by_model(rows).items():
+        support = " / ".join(format_mean_sd([r["support"][k]["accuracy"] for r in mine if k in r["support"]], 3)
+                             if any(k in r["support"] for r in mine) else "–" for k in ("context", "current"))
+        per_update = [r["sentences_per_update"] for r in mine if r.get("sentences_per_update")]
+        lines.append(f"| {model} | {context_of(mine[0])} | {len(mine)} | {mean_sd_of(mine, 'contrastive_accuracy', 3)} "
+                     f"| {format_mean_sd([r['pronoun_prior']['balanced_accuracy'] for r in mine], 3)} | {support} | "
+                     f"{mean_sd_of(mine, 'cxmi', 3)} | {mean_sd_of(mine, 'bleu', 2)} | {mean_sd_of(mine, 'chrf', 2)} | "
+                     f"{format_mean_sd(per_update, 1) if per_update else '–'} |")
     return lines
 
 
-def observed(baseline: Dict, context_rows: Sequence[Dict]) -> str:
-    """Which context models are above ``baseline`` on contrastive accuracy, as a sentence."""
-    if not context_rows:
-        return "No context model has finished yet."
-    above = [r["model"] for r in context_rows if r["contrastive_accuracy"] > baseline["contrastive_accuracy"]]
-    level = f"{baseline['model']} ({baseline['contrastive_accuracy']:.3f})"
-    if len(above) == len(context_rows):
-        return f"Every context model is above {level}."
-    if above:
-        return f"{', '.join(above)} (of {len(context_rows)}) are above {level}."
-    return f"No context model is above {level}."
+def run_table(rows: Sequence[Dict]) -> List[str]:
+    lines = ["| model | seed | updates | contrastive acc. (correct/total) | CXMI | BLEU | chrF | valid loss "
+             "| train | evaluate |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        valid_loss = f"{r['valid_loss'][-1][1]:.3f}" if r.get("valid_loss") else "–"
+        lines.append(f"| {r['model']} | {r['seed']} | {r['updates']} | {r['contrastive_accuracy']:.3f} "
+                     f"({r['contrastive_correct']}/{r['contrastive_total']}) | {r['cxmi']:.3f} | {r['bleu']:.2f} | "
+                     f"{r['chrf']:.2f} | {valid_loss} | {r['train_seconds'] / 60:.1f} min | "
+                     f"{r['eval_seconds'] / 60:.1f} min |")
+    return lines
 
 
-def split_rows(rows: Sequence[Dict]) -> Tuple[List[Dict], List[Dict]]:
-    """(sentence-level rows: stage 1 and its continuation on SCAT without context, context rows)."""
-    return [r for r in rows if r["context_size"] == 0], [r for r in rows if r["context_size"] > 0]
+def verdict_lines(facts: Dict) -> List[str]:
+    lines = ["| context model | seeds | Δ contrastive acc. | verdict | Δ BLEU | Δ chrF |",
+             "|---|---|---|---|---|---|"]
+    for c in facts["comparisons"]:
+        lines.append(f"| {c['model']} | {len(c['seeds'])} | {c['contrastive_accuracy']['text']} | "
+                     f"**{c['contrastive_accuracy']['verdict']}** | {c['bleu']['text']} ({c['bleu']['verdict']}) | "
+                     f"{c['chrf']['text']} ({c['chrf']['verdict']}) |")
+    lines += ["", "| model | CXMI over seeds (nats per sentence) | uses its context | SCAT "
+              "sentences with CXMI > 0 |", "|---|---|---|---|"]
+    lines += [f"| {u['model']} | {u['text']} | {u['verdict']} | {u['positive_share']:.2f} |"
+              for u in facts["context_use"]]
+    return lines
 
 
-def markdown(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str], total_seconds: float) -> str:
-    baselines, context_rows = split_rows(rows)
+def prior_lines(rows: Sequence[Dict], facts: Dict) -> List[str]:
+    lines = ["| model or rule | accuracy | feminine antecedent | masculine antecedent | prefers the feminine pronoun |",
+             "|---|---|---|---|---|"]
+    for model, mine in by_model(rows).items():
+        prior = [r["pronoun_prior"] for r in mine]
+        lines.append(f"| {model} | {mean_sd_of(mine, 'contrastive_accuracy', 3)} | "
+                     + " | ".join(format_mean_sd([p[k] for p in prior], 3)
+                                  for k in ("feminine_accuracy", "masculine_accuracy", "prefers_feminine")) + " |")
+    for prior in facts["prior_rows"]:
+        lines.append(f"| {prior['rule']} | {prior['accuracy']:.3f} | {prior['feminine_accuracy']:.3f} | "
+                     f"{prior['masculine_accuracy']:.3f} | – |")
+    return lines
+
+
+def markdown(rows: Sequence[Dict], header: RunHeader, facts: Dict) -> str:
+    a, counts, stage_one = facts["settings"], facts["corpus"]["counts"], facts["stage_one"]
+    genders = {g: sum(gender(e["pronoun"]) == g for e in rows[0]["examples"]) for g in ("feminine", "masculine")}
     lines = [
-        "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns",
-        "",
-        f"- Date: {time.strftime('%Y-%m-%d')}; machine: {this_machine().describe()}",
-        f"- Command: `python examples/context_mt/scat_en_fr.py {shlex.join(argv)}`",
-        f"- Model: {args.embed_dim} dims, {args.layers}+{args.layers} layers, {args.heads} heads, FFN {args.ffn_dim}, "
-        f"shared embeddings, joint sentencepiece BPE {args.spm_vocab} (thesis size: 512 dims, 6+6 layers, 8 heads, "
-        f"FFN 2048)",
-        f"- Updates: stage 1 (sentence level, Multi30k + SCAT sentences) {args.sentence_updates}; stage 2 "
-        f"{args.context_updates} per stage-2 model (SCAT with its context line, initialised from stage 1; "
-        f"sentence_scat: the same lines without context); "
-        f"--max-tokens {args.max_tokens}"
-        + (f" (stage 2: --batch-size {args.context_batch_size} sentences per update instead)"
-           if args.context_batch_size else " (context tokens included)")
-        + f", lr {args.lr}, seed {args.seed}",
-        f"- Wall time: total {minutes(total_seconds)} (data preparation, training and evaluation of the models "
-        f"of this run; models finished in an earlier run count with their own times below)",
-        "",
-        *table(rows),
-        "",
-        "- contrastive acc.: `fairseq-ctx-contrastive --format scat` on SCAT valid (correct translation vs the",
-        "  same with the marked pronoun's gender flipped; ties count as errors); the sentence-level model ignores",
-        "  the context. support: accuracy where the translators marked the deciding words in the context / in the",
-        "  current sentence;",
-        f"- BLEU, chrF: sacreBLEU (`fairseq-ctx-score`, detokenised, 13a) of beam-{args.beam} translations of the "
-        "SCAT valid sentences against their unmarked references;",
-        "- evaluated checkpoint: checkpoint_last.pt (fixed budget, no selection on the evaluation set);",
-        "- sentences / update: mean batch size in training (`--max-tokens` counts context tokens, so context "
-        "models see fewer sentences per update unless --context-batch-size is given); valid loss: label-smoothed "
-        "cross-entropy (base 2) at the last validation (stage 1: Multi30k val; stage 2: SCAT valid with its context);",
-        "- train / evaluate: wall time of fairseq-train / of generate + score + contrastive.",
-        "",
-        "Expected direction: context models above the sentence-level model on contrastive accuracy. In this run: "
-        + " ".join(observed(baseline, context_rows) for baseline in baselines),
-        "",
-        *convergence(rows),
-        "![SCAT results](scat_en_fr.png)",
-        "",
+        "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns", "", *header.lines(),
+        f"- Stage 1: seed {stage_one['seed']}, {header.threads * header.jobs} torch thread(s); its checkpoint of best "
+        f"greedy validation BLEU initialises every stage-2 model; stage 2 on SCAT train (context line + sentence per "
+        f"example), checkpoint_last.pt evaluated",
+        f"- Model: {a['embed_dim']} dims, {a['layers']}+{a['layers']} layers, {a['heads']} heads, FFN {a['ffn_dim']}, "
+        f"shared embeddings, joint sentencepiece BPE {a['spm_vocab']}, dropout {a['dropout']}, lr {a['lr']}",
+        f"- Stage 1 data: {facts['corpus']['stage_one_corpus']}: {counts['multi30k_train']} + "
+        f"{counts['scat_train_sentences']} + {counts['scat_train_context_lines']} = {counts['stage_one_train']} pairs; "
+        f"SCAT valid sentences found verbatim among them: {counts['scat_valid_sentences_in_stage_one_train']}",
+        f"- Evaluation: SCAT valid, {counts['scat_valid']} examples ({genders['feminine']} with a feminine, "
+        f"{genders['masculine']} with a masculine correct pronoun)", "",
+        "## Results on SCAT valid (mean ± sd over seeds)", "", *summary_table(rows), "",
+        "- contrastive acc.: `fairseq-ctx-contrastive --format scat` (correct translation vs the same with the marked "
+        "pronoun's gender flipped; ties count as errors); balanced acc.: the mean of the accuracies where the correct "
+        "pronoun is feminine and where it is masculine (0.5 for a model that always prefers one gender); support: "
+        "accuracy where the translators marked the deciding words in the context / in the current sentence;",
+        "- CXMI: `fairseq-ctx-cxmi` (Fernandes et al., 2021), log p(reference | source, context) − log p(reference | "
+        "source) in nats, mean over the SCAT valid sentences (0 for a model without context);",
+        f"- BLEU, chrF: sacreBLEU (`fairseq-ctx-score`) of beam-{a['beam']} translations of the SCAT valid sentences "
+        "against their unmarked references; signatures below.", "",
+        "## Verdict: each context model against the no-context control (sentence_scat)", "",
+        "Expected direction: context models above the control trained on the same SCAT lines for the same updates "
+        "and sentences per update. Δ = context model − control per seed, mean ± sd, and the verdict; uses its "
+        "context: the verdict on \"CXMI is positive\" (a t-test of the seeds' CXMI against 0).", "",
+        *verdict_lines(facts), "",
+        "## What a model learns without context: the pronoun prior", "",
+        "Accuracy by the gender of the correct pronoun (mean ± sd over seeds), the share of examples where the model "
+        "scores the feminine candidate higher, and the accuracy of rules that ignore the example:", "",
+        *prior_lines(rows, facts), "",
+        "## Every run", "", *run_table(rows), "",
+        "## Convergence", "",
+        f"- {SENTENCE} (stage 1), greedy validation BLEU (Multi30k val) by update: "
+        + ", ".join(f"{u}: {b:.2f}" for u, b in stage_one.get("valid_bleu", [])),
+        *[f"- {run_name(r)}: validation loss by update (SCAT valid with its context): "
+          + ", ".join(f"{u}: {v:.3f}" for u, v in r["valid_loss"]) for r in rows if r["model"] != SENTENCE], "",
+        *unfinished_lines(facts["unfinished"]), "",
+        "## Files", "",
+        f"- `{STEM}.translations/MODEL[.seedN].fr`: the translations scored above, one per SCAT valid example; rescore "
+        "with `fairseq-ctx-score --hyp FILE --ref REF --no-comet`, REF = SCAT's highlighted.valid.fr with the markers "
+        "removed (the recipe writes it to WORK/prep/scat.valid.ref.fr);",
+        f"- `{STEM}.contrastive.tsv`: per run and example, the correct pronoun, where the support is, both scores; "
+        f"`{STEM}.cxmi.tsv`: per run and SCAT sentence, its CXMI;",
+        "- signatures: " + "; ".join(f"`{s}`" for s in sorted({r["bleu_signature"] for r in rows}
+                                                              | {r["chrf_signature"] for r in rows})), "",
     ]
     return "\n".join(lines)
 
 
-def convergence(rows: Sequence[Dict]) -> List[str]:
-    """The validation-loss curve of every model that logged one (no checkpoint is selected on it)."""
-    curves = [(r["model"], r["valid_loss"]) for r in rows if r.get("valid_loss")]
-    if not curves:
-        return []
-    lines = ["Convergence: validation loss (label-smoothed cross-entropy, base 2; stage 1 on Multi30k val, "
-             "stage 2 on SCAT valid) at each validation, updates: loss.", ""]
-    lines += [f"- {model}: " + ", ".join(f"{updates}: {loss:.3f}" for updates, loss in curve) for model, curve in curves]
-    return [*lines, ""]
+# ---- files ---------------------------------------------------------------------------------------
+def contrastive_tsv(rows: Sequence[Dict]) -> str:
+    lines = ["model\tseed\tline\tcorrect_pronoun\tsupport\tcorrect\tscore_correct\tscore_flipped"]
+    lines += [f"{r['model']}\t{r['seed']}\t{e['line']}\t{e['pronoun']}\t{e['support']}\t{int(e['correct'])}\t"
+              f"{e['scores'][0]:.4f}\t{e['scores'][1]:.4f}" for r in rows for e in r["examples"]]
+    return "\n".join(lines) + "\n"
+
+
+def cxmi_tsv(rows: Sequence[Dict]) -> str:
+    lines = ["model\tseed\texample\tcxmi"]
+    lines += [f"{r['model']}\t{r['seed']}\t{number}\t{value:.4f}" for r in rows
+              for number, value in enumerate(r["cxmi_per_sentence"], 1)]
+    return "\n".join(lines) + "\n"
 
 
 def plot(rows: Sequence[Dict], destination: Path) -> None:
+    """Contrastive accuracy and BLEU per stage-2 model (mean, sd as the error bar), stage 1 and
+    chance as reference lines."""
+    from fairseq_ctx.core.plots import pyplot
+
     plt = pyplot()
 
-    baselines, context_rows = split_rows(rows)
+    grouped = {m: mine for m, mine in by_model(rows).items() if m != SENTENCE}
+    stage_one = by_model(rows).get(SENTENCE, [])
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     for axis, (key, title) in zip(axes, (("contrastive_accuracy", "SCAT contrastive accuracy"), ("bleu", "BLEU"))):
-        axis.bar([r["model"] for r in context_rows], [r[key] for r in context_rows], color="#4c72b0")
-        for baseline, style in zip(baselines, ("--", "-.")):
-            axis.axhline(baseline[key], color="#999999", linestyle=style, label=baseline["model"])
+        if grouped:
+            means, sds = zip(*(mean_sd([r[key] for r in mine]) for mine in grouped.values()))
+            axis.bar(list(grouped), means, color="#4c72b0", yerr=sds)
+        if stage_one:
+            axis.axhline(stage_one[0][key], color="#999999", linestyle="--", label="stage 1")
         if key == "contrastive_accuracy":
             axis.axhline(0.5, color="#cc4444", linestyle=":", label="chance (2 candidates)")
         axis.set_title(title)
@@ -143,12 +287,22 @@ def plot(rows: Sequence[Dict], destination: Path) -> None:
     plt.close(figure)
 
 
-def write(rows: Sequence[Dict], args: argparse.Namespace, argv: Sequence[str], out: Path,
-          total_seconds: float) -> None:
+def write(rows: Sequence[Dict], header: RunHeader, facts: Dict, out: Path) -> Dict:
+    """Write every results file into ``out``; ``rows``: the result of stage 1 and of every stage-2
+    run; ``facts``: settings, corpus, stage_one, unfinished, translations ({run name: hypothesis
+    file}). Returns the JSON payload."""
     out.mkdir(parents=True, exist_ok=True)
-    payload = {"date": time.strftime("%Y-%m-%d"), "machine": this_machine().as_dict(),
-               "command": f"python examples/context_mt/scat_en_fr.py {shlex.join(argv)}",
-               "total_seconds": round(total_seconds, 1), "rows": list(rows)}
-    (out / "scat_en_fr.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
-    (out / "scat_en_fr.md").write_text(markdown(rows, args, argv, total_seconds), encoding="utf-8")
-    plot(rows, out / "scat_en_fr.png")
+    facts = {**facts, "comparisons": comparisons(rows), "context_use": context_use(rows),
+             "prior_rows": prior_rows(rows[0]["examples"], facts["corpus"]["scat_train_pronouns"])}
+    translations = out / f"{STEM}.translations"
+    shutil.rmtree(translations, ignore_errors=True)
+    translations.mkdir()
+    for name, source in facts.pop("translations").items():
+        shutil.copyfile(source, translations / f"{name}.fr")
+    payload = {**header.as_dict(), **facts, "rows": list(rows)}
+    (out / f"{STEM}.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
+    (out / f"{STEM}.md").write_text(markdown(rows, header, facts), encoding="utf-8")
+    (out / f"{STEM}.contrastive.tsv").write_text(contrastive_tsv(rows), encoding="utf-8")
+    (out / f"{STEM}.cxmi.tsv").write_text(cxmi_tsv(rows), encoding="utf-8")
+    plot_if_possible(lambda: plot(rows, out / f"{STEM}.png"), out / f"{STEM}.png")
+    return payload

@@ -1,100 +1,155 @@
-"""Results of the Multi30k embedding recipe: multi30k_embedding.{md,json} and the xsim error plot (.png).
+"""Results of the Multi30k embedding recipe: ``multi30k_embedding.md`` and ``.json``, the retrieval
+errors of every direction as plain text (``multi30k_embedding.errors.tsv``: the error count and
+the rows wrongly retrieved) and the xsim error plot (``.png``, where matplotlib is installed).
 
-Li (2021), ch. 4 expects two directions, stated here with whether they held on this run: the distance
-constraint lowers the retrieval error (cT-MDE below T-MDE) and the bottleneck beats full attention
-(T-MDE below T-MDE_F). Errors are xsim as LASER computes it (ratio margin, textual error).
-"""
-import datetime
+Over seeds every number is mean ± sd, and the expected directions of Li (2021), ch. 4 are tested
+with a paired t-test over the seeds (a seed's two models share initialisation and batch order):
+the distance constraint lowers the retrieval error (cT-MDE below T-MDE) and the bottleneck beats
+full attention (T-MDE below T-MDE_F). Errors are xsim as LASER computes it (ratio margin, textual
+error)."""
 import json
-import os
-from typing import Dict, List, Optional, Sequence
+from pathlib import Path
+from typing import Dict, List, Sequence
 
-from devtools.machine_facts import MachineFacts, this_machine
-from fairseq_ctx.core.plots import pyplot
+from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
+from devtools.seed_statistics import direction_verdict, format_mean_sd, mean_sd, t_test
 
+STEM = "multi30k_embedding"
 # (better model, worse model, claim) — "better" means a lower mean xsim error.
 EXPECTED = (("ct_mde", "tmde", "the distance constraint lowers the error (cT-MDE better than T-MDE)"),
             ("tmde", "tmde_f", "the bottleneck beats full attention (T-MDE better than T-MDE_F)"))
+MEASURES = {"mean_error_percent": "over the 12 directions", "unseen_pair_error_percent": "on the unseen pair"}
 
 
-def mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
+def summaries(rows: Sequence[dict], test_set: str, unseen: Sequence[str]) -> Dict[str, Dict[str, Dict[int, float]]]:
+    """{model: {measure: {seed: value}}}: the mean error over the 12 directions of ``test_set``,
+    and over the two directions of the pair never seen in training."""
+    out: Dict[str, Dict[str, Dict[int, float]]] = {}
+    for row in rows:
+        if row["test_set"] == test_set:
+            model = out.setdefault(row["model"], {measure: {} for measure in MEASURES})
+            model["mean_error_percent"].setdefault(row["seed"], []).append(row["error_percent"])
+            if {row["src"], row["tgt"]} == set(unseen):
+                model["unseen_pair_error_percent"].setdefault(row["seed"], []).append(row["error_percent"])
+    return {model: {measure: {seed: sum(v) / len(v) for seed, v in by_seed.items()}
+                    for measure, by_seed in measures.items()} for model, measures in out.items()}
 
 
-def summaries(rows: List[dict], models: Sequence[str], unseen: Sequence[str]) -> Dict[str, dict]:
-    """Mean error over all directions and over the directions of the pair never seen in training."""
-    out = {}
-    for name in models:
-        mine = [r for r in rows if r["model"] == name]
-        out[name] = {"mean_error_percent": mean([r["error_percent"] for r in mine]),
-                     "unseen_pair_error_percent": mean([r["error_percent"] for r in mine
-                                                        if {r["src"], r["tgt"]} == set(unseen)])}
-    return out
-
-
-def expected_directions(summary: Dict[str, dict]) -> List[dict]:
+def expected_directions(summary: Dict[str, Dict[str, Dict[int, float]]]) -> List[dict]:
+    """Per claim and measure: the difference worse − better per seed both models have (positive:
+    as expected), its mean ± sd, the paired t-test's p and the verdict."""
     checks = []
     for better, worse, claim in EXPECTED:
-        held: Optional[bool] = None
-        held_unseen: Optional[bool] = None
-        if better in summary and worse in summary:
-            held = summary[better]["mean_error_percent"] < summary[worse]["mean_error_percent"]
-            held_unseen = summary[better]["unseen_pair_error_percent"] < summary[worse]["unseen_pair_error_percent"]
-        checks.append({"claim": claim, "better": better, "worse": worse, "held": held,
-                        "held_on_unseen_pair": held_unseen})
+        check = {"claim": claim, "better": better, "worse": worse}
+        for measure in MEASURES:
+            if better not in summary or worse not in summary:
+                check[measure] = {"verdict": "not tested (model not run)"}
+                continue
+            seeds = sorted(set(summary[better][measure]) & set(summary[worse][measure]))
+            test = t_test([summary[worse][measure][s] - summary[better][measure][s] for s in seeds])
+            check[measure] = {"seeds": seeds, "differences": list(test.differences), "mean": test.mean, "sd": test.sd,
+                              "p": test.p, "verdict": direction_verdict(test.mean, test.p), "text": test.describe()}
+        checks.append(check)
     return checks
 
 
-def markdown(report: dict, labels: Dict[str, str]) -> str:
-    m, t = report["machine"], report["wall_time_s"]
-    lines = ["# Multi30k multilingual embedding (Li 2021, ch. 4)", "",
-             f"- Date: {report['date']}",
-             f"- Machine: {MachineFacts(**m).describe()}",
-             f"- Data: Multi30k task 1 (Elliott et al., 2016), train {report['lines']['train']}, "
-             f"val {report['lines']['valid']}, test_2016_flickr {report['lines']['test']} lines per language; "
-             f"joint sentencepiece BPE ({report['settings']['bpe_vocab']}) over en/de/fr/cs",
-             f"- Training pairs: {', '.join(report['train_pairs'])} (pivots en, de); model size "
-             f"`{report['settings']['size']}`",
-             f"- xsim: ratio margin, k={report['settings']['k']}, textual error (duplicate sentences count as right)",
-             f"- Wall time: preprocessing {t['prepare']:.0f} s, evaluation {t['evaluate']:.0f} s, "
-             f"total {t['total']:.0f} s", f"- Command: `{report['command']}`", "",
-             "| model | updates | training wall time | training CPU time | wall s per update (incl. validation) | mean xsim error % "
-             "| fr↔cs error % (unseen pair) |", "|---|---|---|---|---|---|---|"]
-    for name, run in report["models"].items():
-        s = report["summary"][name]
-        lines.append(f"| {labels[name]} | {run['updates']} | {run['wall_time_s']:.0f} s | {run['cpu_time_s']:.0f} s | "
-                     f"{run['wall_time_s'] / run['updates']:.2f} | {s['mean_error_percent']:.2f} | "
-                     f"{s['unseen_pair_error_percent']:.2f} |")
-    lines += ["", "Expected directions (mean error over the 12 directions; in brackets, fr↔cs alone):", ""]
-    verdicts = {True: "held", False: "did NOT hold", None: "not tested (model not run)"}
-    for check in report["expected"]:
-        unseen = "" if check["held"] is None else f" (fr↔cs: {verdicts[check['held_on_unseen_pair']]})"
-        lines.append(f"- {check['claim']}: **{verdicts[check['held']]}**{unseen}")
-    lines += ["", "xsim error % per pair (→: first language retrieves the second; ←: the reverse):", "",
-              "| model | pair | seen in training | error % → | error % ← |", "|---|---|---|---|---|"]
-    for name in report["models"]:
-        mine = [r for r in report["rows"] if r["model"] == name]
-        for forward, backward in zip(mine[::2], mine[1::2]):
-            lines.append(f"| {labels[name]} | {forward['src']}-{forward['tgt']} | "
-                         f"{'yes' if forward['seen_in_training'] else 'no'} | {forward['error_percent']:.2f} | "
-                         f"{backward['error_percent']:.2f} |")
-    lines += ["", "Training commands:", ""]
-    lines += [f"- {name}: `{run['command']}`" for name, run in report["models"].items()]
+def direction_values(rows: Sequence[dict], test_set: str) -> Dict[tuple, List[float]]:
+    """{(model, src, tgt): [error % per seed]} of one test set, in row order."""
+    out: Dict[tuple, List[float]] = {}
+    for row in rows:
+        if row["test_set"] == test_set:
+            out.setdefault((row["model"], row["src"], row["tgt"]), []).append(row["error_percent"])
+    return out
+
+
+def errors_tsv(rows: Sequence[dict]) -> str:
+    """One line per model, seed, test set and direction: its errors, and every wrong retrieval as
+    ``query>retrieved`` (0-based line numbers of the query's and the retrieved file)."""
+    lines = ["model\tseed\ttest_set\tsrc\ttgt\terrors\ttotal\twrong (query>retrieved, 0-based lines)"]
+    lines += [f"{r['model']}\t{r['seed']}\t{r['test_set']}\t{r['src']}\t{r['tgt']}\t{r['errors']}\t{r['total']}\t"
+              + " ".join(f"{i}>{j}" for i, j in r["wrong"]) for r in rows]
     return "\n".join(lines) + "\n"
 
 
-def plot(path: str, rows: List[dict], labels: Dict[str, str]) -> None:
-    """Grouped bars: xsim error per direction, one bar per model."""
+def run_lines(report: dict) -> List[str]:
+    lines = ["| model | seed | updates | stopped | training wall / CPU time | tested checkpoint | mean xsim error % "
+             "| fr↔cs error % (unseen pair) |", "|---|---|---|---|---|---|---|---|"]
+    for name, by_seed in report["runs"].items():
+        for seed, run in by_seed.items():
+            s = report["summary"][name]
+            lines.append(f"| {report['labels'][name]} | {seed} | {run['updates']} | {run.get('stopped', 'fixed')} | "
+                         f"{run['wall_time_s']:.0f} s / {run['cpu_time_s']:.0f} s | "
+                         f"{run.get('checkpoint', 'checkpoint_last.pt')} | "
+                         f"{s['mean_error_percent'][seed]:.2f} | {s['unseen_pair_error_percent'][seed]:.2f} |")
+    return lines
+
+
+def markdown(report: dict, header: RunHeader) -> str:
+    t, settings = report["wall_time_s"], report["settings"]
+    lines = ["# Multi30k multilingual embedding (Li 2021, ch. 4)", "", *header.lines(),
+             f"- Data: Multi30k task 1 (Elliott et al., 2016), train {report['lines']['train']}, "
+             f"val {report['lines']['valid']}, {report['test_set']} {report['lines']['test']} lines per language; "
+             f"joint sentencepiece BPE ({settings['bpe_vocab']}) over en/de/fr/cs",
+             f"- Training pairs: {', '.join(report['train_pairs'])} (pivots en, de); model size `{settings['size']}`",
+             f"- xsim: ratio margin, k={settings['k']}, textual error (duplicate sentences count as right)",
+             f"- Wall time: preprocessing {t['prepare']:.0f} s, training {t['train']:.0f} s (sum over runs), "
+             f"evaluation {t['evaluate']:.0f} s", "",
+             "## Runs", "", *run_lines(report), "",
+             f"## Over seeds ({report['test_set']})", "",
+             "| model | seeds | mean xsim error % (mean ± sd) | fr↔cs error % (mean ± sd) |", "|---|---|---|---|"]
+    for name, s in report["summary"].items():
+        lines.append(f"| {report['labels'][name]} | {len(s['mean_error_percent'])} | "
+                     f"{format_mean_sd(list(s['mean_error_percent'].values()))} | "
+                     f"{format_mean_sd(list(s['unseen_pair_error_percent'].values()))} |")
+    lines += ["", "Expected directions: difference worse − better model per seed (positive: as expected), "
+              "mean ± sd, and the verdict:", ""]
+    for check in report["expected"]:
+        parts = [f"{where}: **{check[measure]['verdict']}**"
+                 + (f" ({check[measure]['text']})" if "text" in check[measure] else "")
+                 for measure, where in MEASURES.items()]
+        lines.append(f"- {check['claim']}: " + "; ".join(parts))
+    for test_set in [report["test_set"], *[t["name"] for t in report["extra_tests"]]]:
+        lines += ["", f"## xsim error % per direction, {test_set} (mean ± sd over seeds)", "",
+                  "| model | direction | seen in training | error % |", "|---|---|---|---|"]
+        seen = {(r["src"], r["tgt"]): r["seen_in_training"] for r in report["rows"]}
+        for (name, src, tgt), values in direction_values(report["rows"], test_set).items():
+            lines.append(f"| {report['labels'][name]} | {src}→{tgt} | {'yes' if seen[(src, tgt)] else 'no'} | "
+                         f"{format_mean_sd(values)} |")
+    lines += ["", "## Convergence", ""]
+    for name, by_seed in report["runs"].items():
+        for seed, run in by_seed.items():
+            curve = ", ".join(f"{u}: {e:.2f}" for u, e in run.get("curve", []))
+            lines.append(f"- {report['labels'][name]}, seed {seed}: "
+                         f"{run.get('convergence', 'fixed budget, not judged')}"
+                         + (f". Validation error % by update: {curve}" if curve else ""))
+    lines += ["", *unfinished_lines(report["unfinished"])]
+    lines += ["", f"Retrieval errors of every direction (errors and wrongly retrieved lines): `{STEM}.errors.tsv`.", "",
+              "Training commands (the last training session of each run):", ""]
+    lines += [f"- {name}, seed {seed}: `{run['command']}`" for name, by_seed in report["runs"].items()
+              for seed, run in by_seed.items()]
+    return "\n".join(lines) + "\n"
+
+
+def plot(path: Path, report: dict) -> None:
+    """Grouped bars: xsim error per direction of the Multi30k test, one bar per model (mean over
+    seeds, sd as the error bar)."""
+    from fairseq_ctx.core.plots import pyplot
+
     plt = pyplot()
-    directions = list(dict.fromkeys(f"{r['src']}→{r['tgt']}" for r in rows))
-    width = 0.8 / len(labels)
+
+    values = direction_values(report["rows"], report["test_set"])
+    directions = list(dict.fromkeys(f"{src}→{tgt}" for _, src, tgt in values))
+    labels = report["labels"]
+    width = 0.8 / max(len(labels), 1)
     figure, axes = plt.subplots(figsize=(max(8, len(directions)), 4.5))
     for i, (name, label) in enumerate(labels.items()):
-        errors = {f"{r['src']}→{r['tgt']}": r["error_percent"] for r in rows if r["model"] == name}
-        axes.bar([d + i * width for d in range(len(directions))], [errors[d] for d in directions], width, label=label)
+        mine = {f"{src}→{tgt}": v for (model, src, tgt), v in values.items() if model == name}
+        means, sds = zip(*(mean_sd(mine[d]) for d in directions))
+        axes.bar([d + i * width for d in range(len(directions))], means, width, yerr=[sd or 0.0 for sd in sds],
+                 label=label)
     axes.set_xticks([d + 0.4 - width / 2 for d in range(len(directions))], directions)
     axes.set_ylabel("xsim error % (ratio margin, k=4)")
-    axes.set_title("Multi30k test_2016_flickr retrieval error per direction (fr↔cs never seen in training)")
+    axes.set_title(f"Multi30k {report['test_set']} retrieval error per direction (fr↔cs never seen in training)")
     axes.set_ylim(0, 100)
     axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
     figure.tight_layout()
@@ -102,28 +157,28 @@ def plot(path: str, rows: List[dict], labels: Dict[str, str]) -> None:
     plt.close(figure)
 
 
-def write_results(out_dir: str, rows: List[dict], runs: Dict[str, dict], labels: Dict[str, str],
-                  lines: Dict[str, int], prepare_s: float, evaluate_s: float, command: str, settings: dict,
-                  train_pairs: Sequence[str], unseen: Sequence[str]) -> dict:
-    """Write multi30k_embedding.{md,json,png} into ``out_dir``; returns the JSON report."""
-    os.makedirs(out_dir, exist_ok=True)
-    summary = summaries(rows, list(runs), unseen)
-    train_s = sum(run["wall_time_s"] for run in runs.values())
+def write_results(out_dir: Path, header: RunHeader, facts: dict) -> dict:
+    """Write ``multi30k_embedding.{md,json,errors.tsv,png}`` into ``out_dir``; returns the JSON report.
+    ``facts``: rows, runs ({model: {seed: run.json}}), labels, lines, prepare_s, evaluate_s,
+    settings, train_pairs, unseen, test_set, extra_tests, unfinished."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = summaries(facts["rows"], facts["test_set"], facts["unseen"])
+    runs = facts["runs"]
+    train_s = sum(run["wall_time_s"] for by_seed in runs.values() for run in by_seed.values())
     report = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": this_machine().as_dict(), "command": command, "lines": lines, "train_pairs": list(train_pairs),
-        "settings": {key: settings[key] for key in ("size", "updates", "bpe_vocab", "k", "seed", "threads")},
-        "wall_time_s": {"prepare": prepare_s, "train": train_s, "evaluate": evaluate_s,
-                        "total": prepare_s + train_s + evaluate_s},
-        "models": {name: {"label": labels[name], "updates": run["updates"], "size": run["size"],
-                          "wall_time_s": run["wall_time_s"], "cpu_time_s": run["cpu_time_s"], "command": run["command"]} for name, run in runs.items()},
-        "summary": summary, "expected": expected_directions(summary), "rows": rows,
+        **header.as_dict(),
+        **{key: facts[key] for key in ("lines", "settings", "test_set", "extra_tests", "unfinished", "labels")},
+        "train_pairs": list(facts["train_pairs"]),
+        "wall_time_s": {"prepare": facts["prepare_s"], "train": train_s, "evaluate": facts["evaluate_s"],
+                        "total": facts["prepare_s"] + train_s + facts["evaluate_s"]},
+        "runs": runs, "summary": summary, "expected": expected_directions(summary),
+        "rows": [{key: value for key, value in row.items() if key != "wrong"} for row in facts["rows"]],
     }
-    base = os.path.join(out_dir, "multi30k_embedding")
-    with open(base + ".json", "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=2, ensure_ascii=False)
-    with open(base + ".md", "w", encoding="utf-8") as handle:
-        handle.write(markdown(report, labels))
-    plot(base + ".png", rows, labels)
-    print(markdown(report, labels))
+    base = out_dir / STEM
+    text = markdown(report, header)
+    base.with_suffix(".json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    base.with_suffix(".md").write_text(text, encoding="utf-8")
+    Path(f"{base}.errors.tsv").write_text(errors_tsv(facts["rows"]), encoding="utf-8")
+    plot_if_possible(lambda: plot(base.with_suffix(".png"), report), base.with_suffix(".png"))
+    print(text)
     return report

@@ -4,87 +4,66 @@ Trains the four Transformer strategies of Libovický (2019, §5.2) (``--arch
 hierarchical_attention_decoder --combination serial|parallel|flat|hierarchical``) and the RNN with
 hierarchical attention (``--arch multisource_rnn --combination hierarchical``) with ``--extra-source-langs
 fr`` resp. ``cs``, plus one text-only en→de Transformer, all with the same budget (updates, batch,
-lr schedule). Each model: validation BLEU logged every ``--validate-every`` updates (greedy, fairseq
-``--eval-bleu``), then beam search on test_2016_flickr, sacreBLEU BLEU/chrF by ``fairseq-ctx-score`` and
-the BLEU drop when the second source is shuffled across the test set (the shuffling of
-``fairseq-ctx-adversarial``). Writes ``multi30k_multisource.{md,json,png}`` (multi30k_results.py).
+lr schedule), for one seed or several (``--seeds``). Each model: validation BLEU logged every
+``--validate-every`` updates (greedy, fairseq ``--eval-bleu``), then beam search on each test set
+(``--test-sets``), and for a multi-source model again with the second source shuffled across the
+test set (the shuffling of ``fairseq-ctx-adversarial``). multi30k_results.py writes the tables
+(``multi30k_multisource.{md,json,png}``) and the hypotheses they were scored from.
 
 Data (Elliott et al., 2016), not downloaded here: https://github.com/multi30k/dataset, ``data/task1/tok/``
-holds ``{train,val,test_2016_flickr}.lc.norm.tok.{en,de,fr,cs}`` (lowercased, normalised,
+holds ``{train,val,test_2016_flickr,…}.lc.norm.tok.{en,de,fr,cs}`` (lowercased, normalised,
 Moses-tokenised; 29,000 / 1,014 / 1,000 lines). Pass that directory as the first argument.
 
     python examples/multimodal_mt/multi30k_multisource.py path/to/dataset/data/task1/tok
 
-Every stage whose output exists is skipped (sentencepiece, binarization, each finished model), so
-rerunning the same command resumes; ``--models`` / ``--pairs`` run a subset.
+Every stage whose output exists is skipped (sentencepiece, binarization, each trained model, each
+decoded test set), so rerunning the same command resumes; ``--models`` / ``--pairs`` / ``--seeds``
+run a subset. Work layout: one seed's models in ``--work`` (``spm/``, ``data-bin/``,
+``checkpoints/<model>/``, ``eval/<model>/``, ``results/<model>.json``); with ``--seeds`` each seed
+N in ``<work>/seed<N>/``, laid out the same way.
 """
 import argparse
-import contextlib
-import datetime
-import io
+import functools
 import json
-import logging
-import os
 import shlex
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
 if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
 
-from devtools.machine_facts import this_machine  # noqa: E402
+from devtools.plateau_rule import BLEU_PLATEAU  # noqa: E402
+from devtools.recipe_report import run_header  # noqa: E402
+from devtools.recipe_runs import (Job, add_run_options, check_run_options, failures_message, job_command,  # noqa: E402
+                                  log_to_stdout, precision_args, results_dir, resume_command, run_jobs, seed_dirs,
+                                  seed_option)
+from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
 from devtools.train_log import validation_curve  # noqa: E402
-from fairseq_ctx.core.plots import PlotsUnavailableError, require_plots  # noqa: E402
+from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, check_data, data_file, parse_test_sets,  # noqa: E402
+                           prepare, split_name)
+from multi30k_runs import (LABEL_SMOOTHED, Model, ModelRun, RunTable, decoded_test_sets, missing_work,  # noqa: E402
+                           refuse_other_settings, survey, training_settings)
 
-HERE = Path(__file__).resolve().parent
-SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}  # fairseq split -> Multi30k file stem
-SOURCE, TARGET = "en", "de"
+SCRIPT = "examples/multimodal_mt/multi30k_multisource.py"
+PROGRAM = "multi30k_multisource.py"
 STRATEGIES = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
 PAIRS = ["fr", "cs"]
+SETTINGS = ["spm_vocab", "spm_langs", "max_update", "batch_size", "lr", "warmup_updates", "validate_every", "embed_dim",
+            "ffn_dim", "layers", "heads", "rnn_hidden", "dropout", "beam", "max_len_a", "max_len_b", "precision"]
+ONE_SEED = ("sacreBLEU's paired bootstrap over the test sentences decides (it treats the trained models as fixed and "
+            "measures only the sampling of test sentences)")
 
 
-@dataclass
-class Model:
-    """One model of the recipe: a strategy, and the second source language (None: text-only)."""
-
-    strategy: str
-    extra: Optional[str]
-
-    @property
-    def name(self) -> str:
-        return self.strategy if self.extra is None else f"{self.strategy}-{self.extra}"
-
-    @property
-    def pair(self) -> str:
-        return f"{SOURCE}→{TARGET}" if self.extra is None else f"{SOURCE}+{self.extra}→{TARGET}"
-
-
-@dataclass
-class Step:
-    """A fairseq / fairseq-ctx command run in this process; ``shell`` is its command line for the record."""
-
-    tool: str
-    argv: List[str]
-    shell: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.shell = " ".join(shlex.quote(part) for part in [self.tool, *self.argv])
-
-
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("data", help="directory with {train,val,test_2016_flickr}.lc.norm.tok.{en,de,fr,cs}")
-    parser.add_argument("--work", default="work/multi30k_multisource", help="everything the recipe writes except the results")
-    parser.add_argument("--results", default=str(HERE / "results"),
-                        help="directory for multi30k_multisource.{md,json,png}")
-    parser.add_argument("--models", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
-    parser.add_argument("--pairs", default=",".join(PAIRS), help="second source languages (subset of fr,cs)")
-    parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE pieces over the 4 languages")
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Data, model, training and decoding settings (every model of a run has the same)."""
+    parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE pieces over --spm-langs")
+    parser.add_argument("--spm-langs", default=SPM_LANGS,
+                        help="training text the sentencepiece model and the one dictionary are learnt from")
     parser.add_argument("--max-update", type=int, default=600, help="updates per model (the same for every model)")
     parser.add_argument("--batch-size", type=int, default=64,
                         help="sentences per update, the same for every model (a token limit would give the "
@@ -102,120 +81,41 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--max-len-a", type=float, default=1.2,
                         help="hypotheses stop at max-len-a * source length + max-len-b pieces (validation and test)")
     parser.add_argument("--max-len-b", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=1)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, work: str, runs: str) -> None:
+    """Where a run reads and writes, which test sets, and the options every recipe shares
+    (seeds, jobs, threads, precision, results); ``runs`` names what the jobs are."""
+    parser.add_argument("data", help="directory with {train,val,TEST_SET}.lc.norm.tok.{en,de,...}")
+    parser.add_argument("--work", default=work, help="everything the recipe writes except the results files")
+    parser.add_argument("--test-sets", default=DEFAULT_TEST,
+                        help="comma-separated test set file stems, each translated and scored, e.g. "
+                             "test_2016_flickr,test_2017_flickr,test_2017_mscoco")
     parser.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
-    return parser.parse_args(argv)
+    parser.add_argument("--report-only", action="store_true",
+                        help="train and decode nothing: write the results from the finished runs, listing the rest")
+    add_run_options(parser, runs)
 
 
-def check_data(data: str, langs: Sequence[str]) -> Dict[str, int]:
-    """Every file present and the languages of a split line-aligned; returns lines per split."""
-    counts: Dict[str, int] = {}
-    for split, stem in SPLITS.items():
-        lines = {}
-        for lang in langs:
-            path = os.path.join(data, f"{stem}.lc.norm.tok.{lang}")
-            if not os.path.isfile(path):
-                sys.exit(f"multi30k_multisource.py: error: {path} not found; pass the directory holding Multi30k task 1's tokenised files "
-                         f"(data/task1/tok of https://github.com/multi30k/dataset)")
-            with open(path, encoding="utf-8") as handle:
-                lines[path] = sum(1 for _ in handle)
-        if len(set(lines.values())) != 1:
-            sys.exit(f"multi30k_multisource.py: error: the {stem} files are not line-aligned: "
-                     + ", ".join(f"{p} has {n} lines" for p, n in lines.items())
-                     + "; use the four files of one Multi30k release")
-        counts[split] = next(iter(lines.values()))
-    return counts
+def parse_command_line(parser: argparse.ArgumentParser,
+                       argv: Optional[Sequence[str]]) -> Tuple[List[str], argparse.Namespace]:
+    """The command line (``argv``, else this process's) and its options, checked."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    check_run_options(parser, args)
+    if args.report_only and args.no_report:
+        parser.error("--report-only and --no-report leave nothing to do; give one of them")
+    return argv, args
 
 
-def train_sentencepiece(data: str, work: Path, langs: Sequence[str], vocab: int) -> Path:
-    """Joint BPE over the training text of all languages, applied to every split (``spm/{split}.{lang}``)."""
-    import sentencepiece as spm
-
-    out = work / "spm"
-    if (out / "done").exists():
-        return out
-    out.mkdir(parents=True, exist_ok=True)
-    spm.SentencePieceTrainer.train(
-        input=",".join(os.path.join(data, f"train.lc.norm.tok.{lang}") for lang in langs),
-        model_prefix=str(out / "spm"), vocab_size=vocab, model_type="bpe", character_coverage=1.0,
-        normalization_rule_name="identity", hard_vocab_limit=False, num_threads=1, minloglevel=2)
-    processor = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
-    for split, stem in SPLITS.items():
-        for lang in langs:
-            with open(os.path.join(data, f"{stem}.lc.norm.tok.{lang}"), encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
-            with open(out / f"{split}.{lang}", "w", encoding="utf-8") as handle:
-                handle.writelines(" ".join(pieces) + "\n" for pieces in processor.encode(lines, out_type=str))
-    (out / "done").write_text("")
-    return out
-
-
-def binarize(spm_dir: Path, work: Path, extra_langs: Sequence[str], workers: int) -> List[Step]:
-    """One dictionary over the sentencepiece text of all languages (shared embeddings); en-de and
-    each extra source (``{split}.{lang}-de.{lang}``) binarized with it into ``data-bin``."""
-    data_bin, dict_dir = work / "data-bin", work / "dict"
-    prefixes = [item for kind, split in (("train", "train"), ("valid", "valid"), ("test", "test"))
-                for item in (f"--{kind}pref", str(spm_dir / split))]
-    dictionary = str(dict_dir / "dict.all.txt")
-    steps = [Step("fairseq-preprocess", ["--only-source", "--source-lang", "all", "--trainpref", str(spm_dir / "train"),
-                                         "--destdir", str(dict_dir), "--dict-only", "--workers", str(workers)]),
-             Step("fairseq-preprocess", ["--source-lang", SOURCE, "--target-lang", TARGET, *prefixes,
-                                         "--srcdict", dictionary, "--tgtdict", dictionary, "--destdir", str(data_bin),
-                                         "--workers", str(workers)])]
-    for lang in extra_langs:
-        steps.append(Step("fairseq-preprocess", ["--only-source", "--source-lang", lang, "--target-lang", TARGET,
-                                                 *prefixes, "--srcdict", dictionary,
-                                                 "--destdir", str(work / f"{lang}-bin"), "--workers", str(workers)]))
-    if (data_bin / "done").exists():
-        return steps
-    with open(spm_dir / "train.all", "w", encoding="utf-8") as joint:
-        for lang in [SOURCE, TARGET, *extra_langs]:
-            joint.write((spm_dir / f"train.{lang}").read_text(encoding="utf-8"))
-    for step in steps:
-        run(step)
-    for lang in extra_langs:
-        for split in SPLITS:
-            for ext in ("bin", "idx"):
-                name = f"{split}.{lang}-{TARGET}.{lang}.{ext}"
-                os.replace(work / f"{lang}-bin" / name, data_bin / name)
-    (data_bin / "done").write_text("")
-    return steps
-
-
-def run(step: Step) -> Optional[str]:
-    """Run a fairseq / fairseq-ctx tool in this process (one interpreter: no start-up per command)."""
-    from fairseq import options
-
-    logging.getLogger(__name__).info("$ %s", step.shell)
-    if step.tool == "fairseq-preprocess":
-        from fairseq_cli import preprocess
-
-        preprocess.main(options.get_preprocessing_parser().parse_args(step.argv))
-    elif step.tool == "fairseq-train":
-        from fairseq import checkpoint_utils
-        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-        from fairseq.distributed import utils as distributed_utils
-        from fairseq_cli import train
-
-        # fairseq keeps the best validation score of a run on these functions; a new model starts afresh
-        for function in (checkpoint_utils.save_checkpoint, train.should_stop_early):
-            if hasattr(function, "best"):
-                del function.best
-        args = options.parse_args_and_arch(options.get_training_parser(), step.argv)
-        distributed_utils.call_main(convert_namespace_to_omegaconf(args), train.main)
-    elif step.tool == "fairseq-generate":
-        from fairseq_cli import generate
-
-        generate.main(options.parse_args_and_arch(options.get_generation_parser(), step.argv))
-    elif step.tool == "fairseq-ctx-score":
-        from fairseq_ctx.cli import score
-
-        with contextlib.redirect_stdout(io.StringIO()) as printed:
-            score.main(step.argv)
-        return printed.getvalue()
-    else:
-        raise ValueError(f"unknown tool {step.tool}")
-    return None
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser, "work/multi30k_multisource", "models and seeds")
+    parser.add_argument("--models", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
+    parser.add_argument("--pairs", default=",".join(PAIRS), help="second source languages (subset of fr,cs)")
+    add_model_arguments(parser)
+    return parser
 
 
 def model_args(model: Model, args: argparse.Namespace) -> List[str]:
@@ -234,15 +134,15 @@ def model_args(model: Model, args: argparse.Namespace) -> List[str]:
     return aux + arch
 
 
-def train_step(model: Model, data_bin: Path, user_dir: str, ckpt: Path, args: argparse.Namespace) -> Step:
+def train_step(model: Model, data_bin: Path, user_dir: str, ckpt: Path, args: argparse.Namespace,
+               seed: int, criterion: Sequence[str] = LABEL_SMOOTHED) -> Step:
     return Step("fairseq-train", [
         str(data_bin), "--user-dir", user_dir, "--task", "multimodal_translation", "-s", SOURCE, "-t", TARGET,
         *model_args(model, args), "--dropout", str(args.dropout),
         "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "1.0", "--lr", str(args.lr),
-        "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup_updates),
-        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-        "--batch-size", str(args.batch_size), "--max-update", str(args.max_update), "--seed", str(args.seed), "--cpu",
-        "--validate-interval", "100000", "--save-interval", "100000",
+        "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup_updates), *criterion,
+        "--batch-size", str(args.batch_size), "--max-update", str(args.max_update), "--seed", str(seed), "--cpu",
+        *precision_args(args.precision), "--validate-interval", "100000", "--save-interval", "100000",
         "--validate-interval-updates", str(args.validate_every), "--save-interval-updates", str(args.validate_every),
         "--keep-interval-updates", "1", "--no-epoch-checkpoints",
         "--eval-bleu", "--eval-bleu-args",
@@ -251,155 +151,201 @@ def train_step(model: Model, data_bin: Path, user_dir: str, ckpt: Path, args: ar
         "--num-workers", "0", "--log-format", "simple", "--log-interval", "50", "--save-dir", str(ckpt)])
 
 
-def generate_step(model: Model, data_bin: Path, user_dir: str, path: Path, out: Path, args: argparse.Namespace) -> Step:
+def generate_step(model: Model, data_bin: Path, user_dir: str, path: Path, out: Path, args: argparse.Namespace,
+                  split: str = "test") -> Step:
     aux = [] if model.extra is None else ["--extra-source-langs", model.extra]
     return Step("fairseq-generate", [
         str(data_bin), "--user-dir", user_dir, "--task", "multimodal_translation", "-s", SOURCE, "-t", TARGET, *aux,
-        "--path", str(path), "--gen-subset", "test", "--beam", str(args.beam), "--batch-size", "64",
+        "--path", str(path), "--gen-subset", split, "--beam", str(args.beam), "--batch-size", "64",
         "--max-len-a", str(args.max_len_a), "--max-len-b", str(args.max_len_b), "--num-workers", "0",
         "--required-batch-size-multiple", "1", "--post-process", "sentencepiece", "--cpu", "--results-path", str(out)])
 
 
-def score_step(generated: Path, reference: str, out: Path) -> Step:
-    return Step("fairseq-ctx-score", [str(generated), "--ref", reference, "--tokenize", "none", "--no-comet",
-                                      "--json", str(out)])
-
-
-@contextlib.contextmanager
-def captured_log(path: Path):
-    """Append every log record of the enclosed steps to ``path`` (a resumed training run keeps the
-    validations logged before it stopped)."""
-    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        handler.close()
-
-
-def shuffled_data_dir(data_bin: Path, target: str, lang: str, seed: int) -> None:
-    """``data_bin`` with the test split's extra source ``lang`` permuted across the test set, as
+def shuffled_data_dir(data_bin: Path, target: str, lang: str, split: str, seed: int) -> None:
+    """``data_bin`` with split ``split``'s extra source ``lang`` permuted across the split, as
     ``fairseq-ctx-adversarial --shuffle LANG`` builds it."""
     import numpy as np
 
     from fairseq_ctx.multisource.adversarial import link_data_dir, shuffle_text
 
-    skip = shuffle_text(str(data_bin), target, "test", lang, TARGET, np.random.default_rng(seed))
+    skip = shuffle_text(str(data_bin), target, split, lang, TARGET, np.random.default_rng(seed))
     link_data_dir(str(data_bin), target, skip)
 
 
-def test_reference(data: str) -> str:
-    """The lc.norm.tok German references of test_2016_flickr, which every test score is against."""
-    return os.path.join(data, f"{SPLITS['test']}.lc.norm.tok.{TARGET}")
-
-
-def run_model(model: Model, args: argparse.Namespace, work: Path, user_dir: str) -> dict:
-    data_bin, ckpt, out = work / "data-bin", work / "checkpoints" / model.name, work / "eval" / model.name
-    out.mkdir(parents=True, exist_ok=True)
-    reference = test_reference(args.data)
-    train = train_step(model, data_bin, user_dir, ckpt, args)
+def decode(model_run: ModelRun, stem: str) -> dict:
+    """Beam search over test set ``stem`` into ``eval/<name>/generate-<split>.txt`` and, for a
+    multi-source model, with the second source shuffled into ``eval/<name>/shuffled/``."""
+    model, args, data_bin = model_run.model, model_run.args, model_run.seed_dir / "data-bin"
+    split, best, out = split_name(stem), model_run.checkpoint_dir / "checkpoint_best.pt", model_run.eval_dir
     start = time.time()
-    with captured_log(out / "train.log"):
-        run(train)
-    train_wall = time.time() - start
-    best = ckpt / "checkpoint_best.pt"
-    start = time.time()
-    steps = [train, generate_step(model, data_bin, user_dir, best, out, args),
-             score_step(out / "generate-test.txt", reference, out / "score.json")]
-    for step in steps[1:]:
-        run(step)
-    scores = json.loads((out / "score.json").read_text())
-    result = {"name": model.name, "strategy": model.strategy, "second_source": model.extra, "pair": model.pair,
-              "updates": args.max_update, "bleu": scores["bleu"], "chrf": scores["chrf"],
-              "bleu_signature": scores["bleu_signature"], "chrf_signature": scores["chrf_signature"],
-              "valid_bleu": validation_curve((out / "train.log").read_text(encoding="utf-8"), "bleu")}
+    steps = [generate_step(model, data_bin, model_run.user_dir, best, out, args, split)]
+    run(steps[0])
     if model.extra is not None:
         shuffled = out / "shuffled"
         shuffled.mkdir(exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
-            shuffled_data_dir(data_bin, tmp, model.extra, args.seed)
-            attack = [generate_step(model, Path(tmp), user_dir, best, shuffled, args),
-                      score_step(shuffled / "generate-test.txt", reference, shuffled / "score.json")]
-            for step in attack:
-                run(step)
-        steps += attack
-        attacked = json.loads((shuffled / "score.json").read_text())
-        result.update(bleu_shuffled=attacked["bleu"], chrf_shuffled=attacked["chrf"],
-                      bleu_drop=scores["bleu"] - attacked["bleu"])
-    result.update(train_wall_s=train_wall, eval_wall_s=time.time() - start, commands=[s.shell for s in steps])
-    return result
+            shuffled_data_dir(data_bin, tmp, model.extra, split, model_run.seed)
+            steps.append(generate_step(model, Path(tmp), model_run.user_dir, best, shuffled, args, split))
+            run(steps[-1])
+    return {"split": split, "eval_wall_s": time.time() - start, "commands": [step.shell for step in steps]}
 
 
-def significance_against_text_only(work: Path, names: Sequence[str], reference: str) -> Dict[str, Dict[str, float]]:
-    """Paired bootstrap p-values (Koehn, 2004; 1000 resamples) of each finished multi-source model's test
-    BLEU and chrF difference from text-only's, ``{name: {"bleu_p", "chrf_p"}}``; empty without text-only."""
-    from fairseq_ctx.core.scoring import load_translations, paired_bootstrap
+def finish_model(model_run: ModelRun) -> None:
+    """Train (or resume training) the model unless its results file exists, then decode every
+    test set it has not been decoded on; ``results/<name>.json`` is written after training and
+    after each test set."""
+    out = model_run.eval_dir
+    out.mkdir(parents=True, exist_ok=True)
+    record = model_run.record()
+    if record is None:
+        train = train_step(model_run.model, model_run.seed_dir / "data-bin", model_run.user_dir,
+                           model_run.checkpoint_dir, model_run.args, model_run.seed, model_run.criterion)
+        start = time.time()
+        with captured_log(out / "train.log"):
+            run(train)
+        for stale in [*out.glob("generate-*.txt"), *out.glob("shuffled/generate-*.txt")]:
+            stale.unlink()  # decoded from an earlier training of this model
+        model = model_run.model
+        record = {"name": model_run.name, "strategy": model.strategy, "second_source": model.extra, "pair": model.pair,
+                  "seed": model_run.seed, "updates": model_run.args.max_update,
+                  "valid_bleu": validation_curve((out / "train.log").read_text(encoding="utf-8"), "bleu"),
+                  "train_wall_s": time.time() - start, "train_command": train.shell,
+                  "settings": model_run.settings, "test_sets": {}}
+        write_json(model_run.record_path, record)
+    for stem in model_run.test_sets:
+        decoded = decoded_test_sets(record)
+        if stem not in decoded:
+            record["test_sets"] = {**decoded, stem: decode(model_run, stem)}
+            write_json(model_run.record_path, record)
 
-    def translations(name: str) -> Tuple[List[str], List[str]]:
-        hypotheses, references, _ = load_translations(str(work / "eval" / name / "generate-test.txt"), ref=reference)
-        return hypotheses, references
 
-    if "text-only" not in names:
-        return {}
-    baseline, references = translations("text-only")
-    systems = {name: translations(name)[0] for name in names if name != "text-only"}
-    return paired_bootstrap(baseline, systems, references, tokenize="none")
+@dataclass
+class RunContext:
+    """What an invocation of a Multi30k recipe works out from its arguments before any work."""
+
+    test_sets: List[str]
+    spm_langs: List[str]
+    counts: Dict[str, int]
+    results: Path
+    seeds: List[Tuple[int, Path]]
+    settings: Dict[int, Dict[str, object]]
+    user_dir: str
+
+
+def start_run(args: argparse.Namespace, program: str, extra_langs: Sequence[str]) -> RunContext:
+    """Check the data (every file the run reads, before anything is written)."""
+    log_to_stdout()
+    test_sets = parse_test_sets(args.test_sets, program)
+    spm_langs = [lang for lang in args.spm_langs.split(",") if lang]
+    counts = check_data(args.data, test_sets, [SOURCE, TARGET, *extra_langs], spm_langs, program)
+    work = Path(args.work).resolve()
+    results = results_dir(args, work).resolve()
+    for option, path in (("--work", work), ("--results", results)):
+        if path == Path(args.data).resolve():
+            sys.exit(f"{program}: error: {option} {path} is the data directory; choose another directory")
+    seeds = seed_dirs(args, work)
+    settings = {seed: training_settings(args, seed, SETTINGS) for seed, _ in seeds}
+    return RunContext(test_sets, spm_langs, counts, results, seeds, settings,
+                      str(Path(__import__("fairseq_ctx").__file__).parent))
+
+
+@dataclass
+class Invocation:
+    """One command of a Multi30k recipe: its script, parsed arguments and what they determine."""
+
+    script: str
+    program: str
+    parser: argparse.ArgumentParser
+    argv: List[str]
+    args: argparse.Namespace
+    context: RunContext
+    start: float
+
+    def resume(self, options: Dict[str, str]) -> str:
+        """The command resuming the run that ``options`` select (its seed, models or variants)."""
+        return resume_command(self.parser, self.script, self.argv, options, drop=["--report-only"])
+
+    def job(self, options: Dict[str, str]) -> Tuple[str, ...]:
+        """The command of the job doing the run that ``options`` select."""
+        return job_command(self.parser, self.script, self.argv, options, drop=["--report-only"])
+
+    def describe(self, data_steps: Sequence[Step], budget: str, one_seed: str = ONE_SEED) -> Dict[str, object]:
+        """The header (its convergence outcome is the results writer's to fill in), sizes, test
+        sets and settings, for the results files; ``one_seed``: what decides a verdict with one seed."""
+        args, context = self.args, self.context
+        first_seed = context.seeds[0][0]
+        rule = BLEU_PLATEAU.describe(args.validate_every, args.max_update, stops=False)
+        header = run_header(args, [seed for seed, _ in context.seeds], shlex.join(["python", self.script, *self.argv]),
+                            budget, rule, "", one_seed)
+        return {"header": header,
+                "this_invocation_wall_s": time.time() - self.start, "sentences": context.counts,
+                "test_sets": context.test_sets,
+                "settings": {k: v for k, v in context.settings[first_seed].items() if k != "seed"},
+                "data_commands": [s.shell for s in data_steps]}
+
+
+def run_and_report(invocation: Invocation, runs: Sequence[ModelRun], extra_langs: Sequence[str],
+                   options: Callable[[ModelRun], Dict[str, str]], found: Callable[[dict, int, Path], ModelRun],
+                   write: Callable[[RunTable, Sequence[Step]], List[Path]],
+                   finish: Callable[[ModelRun], None] = finish_model, missing: Callable[[ModelRun], List[str]] = missing_work) -> None:
+    """Refuse results files of other settings; prepare each seed's data and ``finish`` every run
+    that lacks something, ``--jobs`` at a time (each job selected by its run's ``options``); then
+    ``write`` the results of the finished runs and of every other one ``found`` in the seed
+    directories. Nothing is trained with ``--report-only``, nothing written with ``--no-report``."""
+    args, context = invocation.args, invocation.context
+    refuse_other_settings(runs, invocation.program)
+    data_steps: List[Step] = []
+    failures: Dict[str, str] = {}
+    if not args.report_only:
+        for _, directory in context.seeds:
+            steps = prepare(args.data, directory, context.test_sets, extra_langs, context.spm_langs, args.spm_vocab,
+                            args.workers)
+            data_steps = data_steps or steps
+        jobs = [Job(f"{r.name}, seed {r.seed}", invocation.job(options(r)), r.eval_dir / "job.log",
+                    functools.partial(finish, r)) for r in runs if missing(r)]
+        failures = run_jobs(jobs, args.jobs, args.threads)
+    if not args.no_report:
+        table = survey(runs, context.seeds, lambda r: invocation.resume(options(r)), found, missing)
+        print("\n".join(str(path) for path in write(table, data_steps)))
+    if failures:
+        sys.exit(failures_message(invocation.program, failures))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    args = parse_args(argv)
-    try:
-        require_plots("multi30k_multisource.py (multi30k_multisource.png)")
-    except PlotsUnavailableError as err:
-        sys.exit(f"multi30k_multisource.py: {err}")
+    start = time.time()
+    parser = build_parser()
+    argv, args = parse_command_line(parser, argv)
     strategies = [s for s in args.models.split(",") if s]
     pairs = [p for p in args.pairs.split(",") if p]
     for name, chosen, known in (("--models", strategies, STRATEGIES), ("--pairs", pairs, PAIRS)):
         unknown = sorted(set(chosen) - set(known))
         if unknown:
-            sys.exit(f"multi30k_multisource.py: error: {name} {','.join(unknown)} unknown; choose from {','.join(known)}")
+            parser.error(f"{name} {','.join(unknown)} unknown; choose from {','.join(known)}")
     models = [Model(s, None) for s in strategies if s == "text-only"]
     models += [Model(s, p) for p in pairs for s in strategies if s != "text-only"]
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, stream=sys.stdout)
-    counts = check_data(args.data, [SOURCE, TARGET, *PAIRS])
-    work = Path(args.work).resolve()
-    if work == Path(args.data).resolve():
-        sys.exit(f"multi30k_multisource.py: error: --work {work} is the data directory; choose another directory")
-    work.mkdir(parents=True, exist_ok=True)
-    results_dir = work / "results"
-    results_dir.mkdir(exist_ok=True)
-    user_dir = str(Path(__import__("fairseq_ctx").__file__).parent)
-    start = time.time()
-    spm_dir = train_sentencepiece(args.data, work, [SOURCE, TARGET, *PAIRS], args.spm_vocab)
-    data_steps = binarize(spm_dir, work, PAIRS, args.workers)
-    settings = {k: v for k, v in vars(args).items() if k not in ("data", "work", "results", "models", "pairs")}
-    for model in models:
-        path = results_dir / f"{model.name}.json"
-        if path.exists():
-            if json.loads(path.read_text())["settings"] != settings:
-                sys.exit(f"multi30k_multisource.py: error: {path} was trained with other settings "
-                         f"(its 'settings' entry); delete it to retrain {model.name}, or use another --work")
-            logging.getLogger(__name__).info("%s: results exist (%s), skipped", model.name, path)
-            continue
-        result = {**run_model(model, args, work, user_dir), "settings": settings}
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(result, indent=2))
-        os.replace(tmp, path)
-    from multi30k_results import write_results
+    context = start_run(args, PROGRAM, pairs)
+    invocation = Invocation(SCRIPT, PROGRAM, parser, argv, args, context, start)
 
-    run_info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "machine": this_machine().as_dict(), "command": " ".join(shlex.quote(a) for a in ["examples/multimodal_mt/multi30k_multisource.py",
-                                                                 *(sys.argv[1:] if argv is None else argv)]),
-                "this_invocation_wall_s": time.time() - start, "sentences": counts,
-                "settings": settings,
-                "data_commands": [s.shell for s in data_steps]}
-    significance = significance_against_text_only(work, sorted(p.stem for p in results_dir.glob("*.json")),
-                                                  test_reference(args.data))
-    written = write_results(results_dir, Path(args.results), run_info, significance)
-    print("\n".join(str(p) for p in written))
+    def model_run(model: Model, seed: int, directory: Path) -> ModelRun:
+        return ModelRun(model.name, model, seed, directory, args, context.settings[seed], context.test_sets,
+                        context.user_dir)
+
+    def options(one: ModelRun) -> Dict[str, str]:
+        return {**seed_option(args, one.seed), "--models": one.model.strategy, "--pairs": one.model.extra or args.pairs}
+
+    def found(record: dict, seed: int, directory: Path) -> ModelRun:
+        return model_run(Model(record["strategy"], record["second_source"]), seed, directory)
+
+    def write(table: RunTable, data_steps: Sequence[Step]) -> List[Path]:
+        from multi30k_results import write_results
+
+        budget = (f"{args.max_update} updates of {args.batch_size} sentences per model, greedy validation BLEU every "
+                  f"{args.validate_every} updates; the checkpoint of the best validation BLEU is tested")
+        references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
+        return write_results(table, context.results, invocation.describe(data_steps, budget), references)
+
+    runs = [model_run(model, seed, directory) for seed, directory in context.seeds for model in models]
+    run_and_report(invocation, runs, pairs, options, found, write)
 
 
 if __name__ == "__main__":

@@ -1,165 +1,195 @@
-"""Results of multi30k_multisource.py: ``multi30k_multisource.{json,md,png}`` from the per-model
-JSON files (one per finished model, so a resumed or partial run is reported as it stands)."""
+"""Results of multi30k_multisource.py: ``multi30k_multisource.{json,md,png}`` and, next to them,
+``hypotheses/<model>.seed<N>.<test set>.de`` (and ``….shuffled.de``, decoded with the second source
+shuffled), the plain-text translations every score of the tables is computed from. One section
+per test set; with several seeds, mean ± sd over seeds and two tests of each model's difference
+from text-only. A resumed or partial run is reported as it stands, its unfinished models listed
+with the command that resumes each."""
 import json
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
-from devtools.machine_facts import MachineFacts
-from fairseq_ctx.core.plots import pyplot
+from devtools.recipe_report import plot_if_possible, unfinished_lines
+from devtools.seed_statistics import HELD, NOT_HELD, SIGNIFICANCE, UNDECIDED, mean_sd_text, power_note
+from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
+                                 convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
+                                 score_decoded)
+from multi30k_runs import ModelRun, RunTable
 
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
-PLATEAU_TAIL = 0.2  # the last fifth of the updates
-PLATEAU_GAIN = 0.5  # BLEU
-SIGNIFICANCE = 0.05  # paired bootstrap p below which a BLEU difference counts as more than chance
+BASELINE = "text-only"
+STEM = "multi30k_multisource"
 EXPECTED = ("Expected direction (Libovický, 2019, Europarl multi-source: +3 to +4 BLEU over a single "
             "source): every multi-source model above the text-only en→de model.")
 
 
-def load_rows(model_dir: Path) -> List[dict]:
-    rows = [json.loads(path.read_text()) for path in sorted(model_dir.glob("*.json"))]
-    return sorted(rows, key=lambda r: (r["second_source"] or "", ORDER.index(r["strategy"])))
-
-
-def text_only(rows: List[dict]) -> Optional[dict]:
-    """The row of the model without a second source, if the run has one."""
-    return next((r for r in rows if r["second_source"] is None), None)
+def score_test_set(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path) -> List[dict]:
+    """One row per model decoded on ``stem``: its scores per seed (from the hypotheses written to
+    ``out_dir/hypotheses``), mean ± sd over seeds, and its comparison with text-only."""
+    references = read_lines(Path(reference))
+    scores, hypotheses = score_decoded(runs, stem, reference, out_dir)
+    rows = []
+    for model_run in runs:
+        if model_run.name in scores and model_run.name not in [row["name"] for row in rows]:
+            model = model_run.model
+            rows.append({"name": model_run.name, "strategy": model.strategy, "second_source": model.extra,
+                         "pair": model.pair, **over_seeds(scores[model_run.name])})
+    rows.sort(key=lambda r: (r["second_source"] or "", ORDER.index(r["strategy"])))
+    for row in rows:
+        if BASELINE in scores and row["name"] != BASELINE:
+            row["vs_text_only"] = compare(scores[BASELINE], row["per_seed"], hypotheses[BASELINE],
+                                          hypotheses[row["name"]], references)
+    return rows
 
 
 def direction(rows: List[dict]) -> str:
-    """Plain statement of whether every multi-source model beat the text-only model, naming the
-    models above it whose BLEU gain is within chance (paired bootstrap p of 0.05 or more)."""
-    base = text_only(rows)
-    multi = [r for r in rows if r["second_source"] is not None]
-    if base is None or not multi:
-        return "Not judged: the run has no text-only model or no multi-source model."
-    below = [f"{r['name']} ({r['bleu']:.2f})" for r in multi if r["bleu"] <= base["bleu"]]
-    if not below:
-        which = "the multi-source model is" if len(multi) == 1 else f"all {len(multi)} multi-source models are"
-        verdict = f"Held: {which} above text-only ({base['bleu']:.2f} BLEU)."
-    else:
-        verdict = (f"Did not hold for {len(below)} of {len(multi)} models, at or below text-only "
-                   f"({base['bleu']:.2f} BLEU): " + ", ".join(below) + ".")
-    within_chance = [f"{r['name']} (p {r['bleu_p']:.3f})" for r in multi
-                     if r["bleu"] > base["bleu"] and "bleu_p" in r and r["bleu_p"] >= SIGNIFICANCE]
-    if within_chance:
-        verdict += (f" The gain may be chance (paired bootstrap p ≥ {SIGNIFICANCE}) for "
-                    + ", ".join(within_chance) + ".")
-    return verdict
+    """Held / undecided / did not hold for each multi-source model (its comparison's verdict), as one statement."""
+    multi = [r for r in rows if r["second_source"] is not None and r.get("vs_text_only", {}).get("seeds")]
+    if not any(r["name"] == BASELINE for r in rows) or not multi:
+        return "Not judged: the run has no text-only model or no multi-source model with a common seed."
+    groups: Dict[str, List[str]] = {HELD: [], UNDECIDED: [], NOT_HELD: []}
+    for row in multi:
+        versus = row["vs_text_only"]
+        groups[versus["verdict"]].append(f"{row['name']} ({versus['delta_bleu']['mean']:+.2f}, "
+                                         f"p {p_text(versus['verdict_p'])})")
+    if len(groups[HELD]) == len(multi):
+        which = "the multi-source model" if len(multi) == 1 else f"all {len(multi)} multi-source models"
+        return f"Held for {which}: " + ", ".join(groups[HELD]) + "."
+    parts = [f"Held for {len(groups[HELD])} of {len(multi)} multi-source models" +
+             (": " + ", ".join(groups[HELD]) if groups[HELD] else "")]
+    if groups[UNDECIDED]:
+        parts.append(f"undecided (p ≥ {SIGNIFICANCE} or no difference) for " + ", ".join(groups[UNDECIDED]))
+    if groups[NOT_HELD]:
+        parts.append(f"did not hold (below text-only, p < {SIGNIFICANCE}) for " + ", ".join(groups[NOT_HELD]))
+    return "; ".join(parts) + "."
 
 
 def convergence(rows: List[dict]) -> str:
-    """Whether the text-only model's greedy validation BLEU has plateaued: the best value of the
-    last fifth of its updates against the best before, a gain under 0.5 BLEU counting as a plateau."""
-    base = text_only(rows)
-    if base is None or len(base["valid_bleu"]) < 2:
-        return "Plateau not judged: no text-only validation curve with two or more points."
-    last = base["valid_bleu"][-1][0]
-    start = last - round(PLATEAU_TAIL * last)
-    before = [bleu for updates, bleu in base["valid_bleu"] if updates <= start]
-    tail = [bleu for updates, bleu in base["valid_bleu"] if updates > start]
-    if not before:
-        return "Plateau not judged: every text-only validation lies in the last fifth of the run."
-    best_before, best_tail = max(before), max(tail)
-    gain = best_tail - best_before
-    verdict = (f"plateaued (gain under {PLATEAU_GAIN})" if gain < PLATEAU_GAIN
-               else f"still rising (gain of {PLATEAU_GAIN} or more)")
-    return (f"Text-only greedy validation BLEU: best {best_before:.2f} up to update {start}, "
-            f"best {best_tail:.2f} in updates {start + 1}–{last} ({gain:+.2f}): {verdict}.")
+    """The convergence rule's outcome on the text-only validation curve (its first seed among
+    ``rows``, each with ``second_source``, ``seed`` and ``plateau``), in words."""
+    base = next((r for r in rows if r["second_source"] is None), None)
+    if base is None:
+        return "not judged: the run has no text-only model"
+    return f"text-only (seed {base['seed']}): {base['plateau']['text']}"
 
 
-def _best_valid(row: dict) -> str:
-    if not row["valid_bleu"]:
-        return "n/a"
-    updates, bleu = max(row["valid_bleu"], key=lambda point: point[1])
-    return f"{bleu:.2f} @ {updates}"
+def length_check(row: dict, base: Optional[dict]) -> str:
+    """Whether a BLEU gain over text-only remains at equal length: BLEU without its brevity penalty
+    (the n-gram precisions, which a longer output does not raise), for a model longer than text-only."""
+    versus = row.get("vs_text_only")
+    if base is None or not versus or not versus.get("seeds"):
+        return "—"
+    if versus["delta_bleu"]["mean"] <= 0:
+        return "no gain to check"
+    if row["ratio"]["mean"] < base["ratio"]["mean"]:
+        return "not checked: shorter than text-only (BLEU without BP would favour it)"
+    if versus["delta_bleu_no_bp"]["mean"] > 0:
+        return "yes: the gain remains without BP"
+    return "no: without BP it is not above text-only (the gain may come from length)"
 
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f}"
 
 
-def markdown(rows: List[dict], run: dict) -> str:
-    reference = text_only(rows)
-    base = None if reference is None else reference["bleu"]
-    total = sum(r["train_wall_s"] + r["eval_wall_s"] for r in rows)
-    pairs = ", ".join(sorted({r["pair"] for r in rows if r["second_source"]})) or "none in this run"
+def test_set_section(stem: str, rows: List[dict], reference: str, sentences: int) -> List[str]:
+    base = next((r for r in rows if r["name"] == BASELINE), None)
+    lines = [f"## Test set {stem} ({sentences} sentences)", "",
+             f"| model | pair | seeds | {comparison_header('text-only', 'verdict')} | BLEU, 2nd source shuffled | drop |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        shuffled = (f"{mean_sd_text(row['bleu_shuffled'])} | {mean_sd_text(row['bleu_drop'], sign=True)}"
+                    if "bleu_shuffled" in row else "n/a | n/a")
+        lines.append(f"| {row['name']} | {row['pair']} | {','.join(map(str, row['seeds']))} | "
+                     f"{comparison_cells(row, row.get('vs_text_only'))} | {shuffled} |")
+    tests = sorted({r["vs_text_only"]["test"] for r in rows if r.get("vs_text_only", {}).get("seeds")})
+    lines += ["", f"{EXPECTED} **{direction(rows)}**" + (f" (p of the verdict: {'; '.join(tests)}.)" if tests else ""), "",
+              "Length: ratio = hypothesis / reference length (sacreBLEU's, in BLEU's tokens); BLEU without BP = "
+              "BLEU / BP, the geometric mean of the n-gram precisions. Removing the brevity penalty takes away the "
+              "reward an output gets for not being shorter than the reference and leaves the precisions, which do "
+              "not rise with length; so for a model longer than text-only a gain that remains without BP is not a "
+              "length effect (for a model shorter than text-only this check would favour it and is not made).", "",
+              "| model | length ratio | BLEU without BP | Δ BLEU without BP vs text-only | gain at equal length |",
+              "|---|---|---|---|---|"]
+    for row in rows:
+        versus = row.get("vs_text_only") or {}
+        delta = mean_sd_text(versus["delta_bleu_no_bp"], sign=True) if versus.get("seeds") else "—"
+        lines.append(f"| {row['name']} | {row['ratio']['mean']:.3f} | {mean_sd_text(row['bleu_no_bp'])} | {delta} | "
+                     f"{length_check(row, base)} |")
+    lines += ["", "Per seed:", "",
+              "| model | seed | BLEU | chrF | length ratio | BP | BLEU without BP | BLEU, 2nd source shuffled | "
+              "best val BLEU (greedy) @ update | train min | eval min | hypotheses |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        for seed, s in sorted(row["per_seed"].items()):
+            shuffled = f"{s['bleu_shuffled']:.2f}" if "bleu_shuffled" in s else "n/a"
+            lines.append(f"| {row['name']} | {seed} | {s['bleu']:.2f} | {s['chrf']:.2f} | {s['ratio']:.3f} | {s['bp']:.3f} | "
+                         f"{s['bleu_no_bp']:.2f} | {shuffled} | {best_validation(s['valid_bleu'])} | "
+                         f"{_minutes(s['train_wall_s'])} | {_minutes(s['eval_wall_s'])} | {s['hypotheses']} |")
+    lines += ["", *recompute_note(rows, stem, reference, BASELINE), ""]
+    return lines
+
+
+def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, str], table: RunTable,
+             convergence_rows: List[dict]) -> str:
+    first = next(iter(sections.values()), [])
+    pairs = ", ".join(sorted({r["pair"] for rows in sections.values() for r in rows if r["second_source"]})) or "none in this run"
+    header, sentences = run["header"], run["sentences"]
     lines = [
-        f"# Multi30k: a second source language ({pairs}) against text-only en→de",
-        "",
-        f"Date: {run['date']}. Machine: {MachineFacts(**run['machine']).describe()}.",
-        f"Data: Multi30k task 1 (Elliott et al., 2016), lc.norm.tok files, "
-        f"{run['sentences']['train']}/{run['sentences']['valid']}/{run['sentences']['test']} sentences "
-        "(train / val / test_2016_flickr).",
-        "",
-        "Command:",
-        "",
-        f"    python {run['command']}",
-        "",
-        f"Settings (the same for every model): {json.dumps(run['settings'])}.",
-        "",
-        "BLEU and chrF: sacreBLEU via fairseq-ctx-score on test_2016_flickr, beam search from the checkpoint with "
-        "the best greedy validation BLEU; hypotheses with the sentencepiece pieces removed (lowercased, "
-        "Moses-tokenised text) against the lc.norm.tok references with `--tokenize none`, the form in which "
-        "papers report Multi30k BLEU. \"shuffled\": the same model re-decoded with the second source permuted "
-        "across the test set (as fairseq-ctx-adversarial does); drop = BLEU − BLEU shuffled.",
-        "",
-        "p: paired bootstrap resampling of the test set (Koehn, 2004; sacreBLEU's `--paired-bs`, 1000 resamples, "
-        "seed 12345) against text-only, for the BLEU and the chrF difference; below 0.05 the difference is unlikely "
-        "to be chance (one training run per model: seed variance is not in it).",
-        "",
-        "| model | pair | updates | BLEU | chrF | Δ BLEU vs text-only | p, BLEU / chrF | BLEU, 2nd source shuffled | "
-        "drop | best val BLEU (greedy) @ update | train min | eval min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        delta = "—" if base is None or r["second_source"] is None else f"{r['bleu'] - base:+.2f}"
-        shuffled = (f"{r['bleu_shuffled']:.2f} | {r['bleu_drop']:+.2f}" if "bleu_shuffled" in r
-                    else "n/a (no second source) | n/a")
-        p_values = f"{r['bleu_p']:.3f} / {r['chrf_p']:.3f}" if "bleu_p" in r else "—"
-        lines.append(f"| {r['name']} | {r['pair']} | {r['updates']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {delta} | "
-                     f"{p_values} | {shuffled} | {_best_valid(r)} | {_minutes(r['train_wall_s'])} | {_minutes(r['eval_wall_s'])} |")
-    signatures = sorted({r["bleu_signature"] for r in rows} | {r["chrf_signature"] for r in rows})
-    lines += [
-        "",
-        f"{EXPECTED} **{direction(rows)}**",
-        "",
-        convergence(rows),
-        "",
-        f"Wall time: {_minutes(total)} min for {len(rows)} model(s) (training with validation, then test "
-        f"decoding and scoring); this invocation {_minutes(run['this_invocation_wall_s'])} min.",
-        "",
-        "Signatures: " + "; ".join(f"`{s}`" for s in signatures),
-        "",
-        "Plot: multi30k_multisource.png (test BLEU per model and pair, text-only as the reference line; "
-        "greedy validation BLEU per update). Per-model commands: multi30k_multisource.json.",
-    ]
+        f"# Multi30k: a second source language ({pairs}) against text-only en→de", "", *header.lines(),
+        f"- Data: Multi30k task 1 (Elliott et al., 2016), lc.norm.tok files, {sentences['train']}/{sentences['val']} "
+        "sentences (train / val); test sets: " + ", ".join(f"{s} ({sentences[s]})" for s in run["test_sets"]),
+        f"- Settings (the same for every model and seed): {json.dumps(run['settings'])}", "",
+        "BLEU and chrF: sacreBLEU on each test set, beam search from the checkpoint with the best greedy validation "
+        "BLEU; hypotheses with the sentencepiece pieces removed (lowercased, Moses-tokenised text) against the "
+        "lc.norm.tok references with `--tokenize none`, the form in which papers report Multi30k BLEU. \"shuffled\": "
+        "the same model re-decoded with the second source permuted across the test set (as fairseq-ctx-adversarial "
+        "does); drop = BLEU − BLEU shuffled. With several seeds: mean ± sd (sample sd) over seeds.", "",
+        "Tests of a difference from text-only: (1) the paired t-test over seeds of the per-seed differences, which "
+        "measures the difference against seed-to-seed variation (would another training run give the gain?); the "
+        "verdict uses it with two or more seeds. (2) sacreBLEU's paired bootstrap resampling of the test sentences "
+        "(Koehn, 2004; `--paired-bs`, 1000 resamples, seed 12345) with the seeds' hypotheses pooled, which treats "
+        "the trained models as fixed and measures only the sampling of test sentences; the verdict uses it with one "
+        "seed. " + power_note(len(header.seeds)), ""]
+    for stem, rows in sections.items():
+        lines += test_set_section(stem, rows, references[stem], sentences[stem])
+    lines += [*convergence_lines(convergence_rows, f"Rule: {header.convergence_rule}. Outcome: {header.convergence}."),
+              *left_out_lines(table.left_out), "", *unfinished_lines(table.unfinished)]
+    total = sum(s["train_wall_s"] + s["eval_wall_s"] for row in first for s in row["per_seed"].values())
+    lines += ["", f"Wall time: {_minutes(total)} min for {sum(len(r['per_seed']) for r in first)} model run(s) "
+              f"(training with validation, then decoding the first test set; a resumed training counts its last stretch); "
+              f"this invocation {_minutes(run['this_invocation_wall_s'])} min.", "",
+              f"Plot: {STEM}.png (first test set: mean test BLEU per model with its sd over seeds, text-only as the "
+              f"reference line; greedy validation BLEU per update, one line per seed). Per-model commands: {STEM}.json."]
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: List[dict], path: Path) -> None:
+def plot(rows: List[dict], convergence_rows: List[dict], path: Path) -> None:
+    """Mean test BLEU per model over seeds (text-only as a line) and the validation curves."""
+    from fairseq_ctx.core.plots import pyplot
+
     plt = pyplot()
 
     figure, (bars, curves) = plt.subplots(1, 2, figsize=(12, 4.5))
-    strategies = [s for s in ORDER[1:] if any(r["strategy"] == s for r in rows)]
-    pairs = sorted({r["second_source"] for r in rows if r["second_source"]})
-    width = 0.8 / max(len(pairs), 1)
-    for i, pair in enumerate(pairs):
-        values = {r["strategy"]: r["bleu"] for r in rows if r["second_source"] == pair}
-        xs = [k + i * width for k, s in enumerate(strategies) if s in values]
-        bars.bar(xs, [values[s] for s in strategies if s in values], width, label=f"en+{pair}→de")
-    base = text_only(rows)
+    multi = [r for r in rows if r["second_source"]]
+    bars.bar(range(len(multi)), [r["bleu"]["mean"] for r in multi],
+             yerr=[r["bleu"]["sd"] or 0.0 for r in multi], capsize=3)
+    base = next((r for r in rows if r["second_source"] is None), None)
     if base is not None:
-        bars.axhline(base["bleu"], color="black", linestyle="--", label=f"text-only en→de ({base['bleu']:.1f})")
-    bars.set_xticks([k + width * (len(pairs) - 1) / 2 for k in range(len(strategies))])
-    bars.set_xticklabels(strategies, rotation=20)
-    bars.set_ylabel("BLEU, test_2016_flickr")
-    bars.legend(fontsize=8)
+        bars.axhline(base["bleu"]["mean"], color="black", linestyle="--",
+                     label=f"text-only en→de ({base['bleu']['mean']:.1f})")
+        bars.legend(fontsize=8)
+    bars.set_xticks(range(len(multi)))
+    bars.set_xticklabels([r["name"] for r in multi], rotation=20)
+    bars.set_ylabel("test BLEU (mean over seeds)")
     colours = plt.get_cmap("tab20")
-    for k, r in enumerate(rows):
-        if r["valid_bleu"]:
-            updates, bleu = zip(*r["valid_bleu"])
-            curves.plot(updates, bleu, marker=".", label=r["name"], color=colours(k % 20),
-                        linestyle="--" if r["second_source"] is None else "-")
+    names = list(dict.fromkeys(row["name"] for row in convergence_rows))
+    for row in convergence_rows:
+        if row["valid_bleu"]:
+            updates, bleu = zip(*row["valid_bleu"])
+            first = row is next(r for r in convergence_rows if r["name"] == row["name"])
+            curves.plot(updates, bleu, marker=".", color=colours(names.index(row["name"]) % 20),
+                        label=row["name"] if first else None,
+                        linestyle="--" if row["second_source"] is None else "-")
     curves.set_xlabel("updates")
     curves.set_ylabel("validation BLEU (greedy)")
     curves.legend(fontsize=7, ncol=2)
@@ -168,16 +198,28 @@ def plot(rows: List[dict], path: Path) -> None:
     plt.close(figure)
 
 
-def write_results(model_dir: Path, out_dir: Path, run: dict, significance: Dict[str, Dict[str, float]],
-                  stem: str = "multi30k_multisource") -> List[Path]:
-    """Write ``{stem}.json``, ``{stem}.md`` and ``{stem}.png`` into ``out_dir``; returns their paths.
-    ``significance``: {model name: {"bleu_p", "chrf_p"}}, paired bootstrap p-values against text-only."""
-    rows = [{**r, **significance.get(r["name"], {})} for r in load_rows(model_dir)]
+def run_order(row: dict) -> tuple:
+    return row["second_source"] or "", ORDER.index(row["strategy"]), row["seed"]
+
+
+def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[str, str]) -> List[Path]:
+    """Write ``multi30k_multisource.{json,md,png}`` and ``hypotheses/`` into ``out_dir``; returns the
+    paths of the tables (and of the plot when matplotlib is installed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{stem}.{ext}" for ext in ("json", "md", "png")]
-    summary: Dict[str, object] = {**run, "expected": EXPECTED, "direction": direction(rows),
-                                 "convergence": convergence(rows), "models": rows}
-    paths[0].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths[1].write_text(markdown(rows, run), encoding="utf-8")
-    plot(rows, paths[2])
+    sections = {stem: score_test_set(table.trained, stem, references[stem], out_dir) for stem in run["test_sets"]}
+    converged = convergence_rows(table.trained, run_order)
+    header = run["header"]
+    header.convergence = convergence(converged)
+    paths = [out_dir / f"{STEM}.json", out_dir / f"{STEM}.md"]
+    summary_json = {**header.as_dict(), **{k: v for k, v in run.items() if k != "header"}, "expected": EXPECTED,
+                    "convergence_by_run": converged,
+                    "test_sets": {stem: {"reference": Path(references[stem]).name, "direction": direction(rows),
+                                         "models": rows} for stem, rows in sections.items()},
+                    "runs": {f"{r.name}/seed{r.seed}": r.record() for r in table.trained},
+                    "unfinished": table.unfinished, "left_out": table.left_out}
+    paths[0].write_text(json.dumps(summary_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    paths[1].write_text(markdown(run, sections, references, table, converged), encoding="utf-8")
+    picture = out_dir / f"{STEM}.png"
+    if plot_if_possible(lambda: plot(next(iter(sections.values())), converged, picture), picture):
+        paths.append(picture)
     return paths

@@ -8,6 +8,7 @@ attention code path (``skip_embed_dim_check``), because the fused PyTorch path n
 ``out_proj`` as a module; the numbers are the same, the old setting is restored on removal.
 """
 import fnmatch
+import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -33,13 +34,20 @@ def attention_modules(model: nn.Module, patterns: Sequence[str] = ("*",)) -> Dic
     return found
 
 
+ENCODER_LAYERS = re.compile(r"encoder\.(text_encoder\.)?layers\.")
+
+
 def module_kind(name: str) -> str:
-    """encoder_self / decoder_self / encoder_decoder / other (e.g. the HCE context attentions)."""
-    if name.startswith("decoder.") and name.endswith("encoder_attn"):
+    """encoder_self / decoder_self / encoder_decoder / other (e.g. the HCE context attentions).
+    In the multi-source Transformer the text encoder's self-attention
+    (``encoder.text_encoder.layers.N.self_attn``) is encoder_self and the decoder's attention over
+    its first input, the source sentence (``decoder.layers.N.cross_attention.attentions.0``),
+    encoder_decoder; its attentions over the other inputs and over their contexts are other."""
+    if name.startswith("decoder.") and name.endswith(("encoder_attn", "cross_attention.attentions.0")):
         return "encoder_decoder"
     if name.startswith("decoder.") and name.endswith("self_attn"):
         return "decoder_self"
-    if name.startswith("encoder.layers.") and name.endswith("self_attn"):
+    if ENCODER_LAYERS.match(name) and name.endswith("self_attn"):
         return "encoder_self"
     return "other"
 

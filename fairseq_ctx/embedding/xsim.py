@@ -24,8 +24,8 @@ and ordering equal similarities as faiss does; its cosines may differ from faiss
 float32 bit, so a near-tie can go the other way.
 """
 import logging
-from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -49,11 +49,13 @@ class Neighbours(NamedTuple):
 
 @dataclass(frozen=True)
 class RetrievalError:
-    """Wrong retrievals out of ``total`` queries; ``error_type`` is ``index`` or ``text``."""
+    """Wrong retrievals out of ``total`` queries; ``error_type`` is ``index`` or ``text``;
+    ``wrong``: (query row, retrieved row) of every wrong retrieval, 0-based."""
 
     errors: int
     total: int
     error_type: str
+    wrong: Tuple[Tuple[int, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def percent(self) -> float:
@@ -162,11 +164,12 @@ def best_candidates(forward: Neighbours, backward: Neighbours, margin: str) -> n
 def count_errors(retrieved: np.ndarray, texts: Optional[Sequence[str]] = None) -> RetrievalError:
     """Index error (query i must retrieve row i) or, with the texts of the retrieved side,
     textual error (row i's text must equal the retrieved row's text)."""
+    pairs = list(enumerate(retrieved.tolist()))
     if texts is None:
-        errors = int((retrieved != np.arange(len(retrieved))).sum())
-        return RetrievalError(errors, len(retrieved), "index")
-    errors = sum(texts[i] != texts[j] for i, j in enumerate(retrieved.tolist()))
-    return RetrievalError(errors, len(retrieved), "text")
+        wrong = tuple((i, j) for i, j in pairs if i != j)
+        return RetrievalError(len(wrong), len(retrieved), "index", wrong)
+    wrong = tuple((i, j) for i, j in pairs if texts[i] != texts[j])
+    return RetrievalError(len(wrong), len(retrieved), "text", wrong)
 
 
 XsimResult = Dict[str, Dict[str, RetrievalError]]

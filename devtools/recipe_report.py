@@ -1,0 +1,91 @@
+"""What every results file of the real-data recipes states about its runs, in the same words and
+order: date, machine, precision, seeds, budgets, the convergence rule and its outcome, the command
+and the verdict rule at the top; every unfinished run with the command that resumes it at the
+end; plots only where matplotlib is installed."""
+import argparse
+import datetime
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from devtools.machine_facts import MachineFacts, this_machine
+from devtools.seed_statistics import verdict_rule
+from fairseq_ctx.core.plots import PLOTS_INSTALL, plots_available
+
+PRECISION = {"amp": "amp (training under fairseq's --amp: bfloat16 mixed precision on the CPU; decoding and "
+                    "evaluation in float32)",
+             "fp32": "fp32 (float32 throughout)"}
+PLOT_MISSING = "plot {name} skipped: matplotlib is not installed (" + PLOTS_INSTALL + "); the tables are complete without it"
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@dataclass
+class RunHeader:
+    """The facts at the top of a results file; ``as_dict`` is their JSON form."""
+
+    command: str
+    precision: str
+    seeds: List[int]
+    jobs: int
+    threads: int
+    budget: str
+    convergence_rule: str
+    convergence: str
+    one_seed: str = "the point estimate decides, marked untested"
+    date: str = field(default_factory=utc_now)
+    machine: Dict[str, object] = field(default_factory=dict)
+
+    def lines(self) -> List[str]:
+        """Markdown bullets, one fact each."""
+        return [f"- Date: {self.date}",
+                f"- Machine: {MachineFacts(**self.machine).describe()}; {self.jobs} job(s) side by side",
+                f"- Precision: {PRECISION[self.precision]}",
+                f"- Seeds: {', '.join(map(str, self.seeds))}",
+                f"- Budget: {self.budget}",
+                f"- Convergence rule (fixed before the runs): {self.convergence_rule}",
+                f"- Convergence: {self.convergence}",
+                f"- Command: `{self.command}`",
+                f"- {verdict_rule(self.one_seed)}"]
+
+    def as_dict(self) -> Dict[str, object]:
+        return {**asdict(self), "verdict_rule": verdict_rule(self.one_seed)}
+
+
+def run_header(args: argparse.Namespace, seeds: Sequence[int], command: str, budget: str, convergence_rule: str,
+               convergence: str, one_seed: Optional[str] = None) -> RunHeader:
+    """The header of a run started with ``args`` (their ``--precision``, ``--jobs`` and ``--threads``)
+    on this machine now."""
+    header = RunHeader(command, args.precision, list(seeds), args.jobs, args.threads, budget, convergence_rule,
+                       convergence, machine=this_machine(torch_threads=args.threads).as_dict())
+    if one_seed is not None:
+        header.one_seed = one_seed
+    return header
+
+
+def unfinished_run(name: str, seed: int, state: str, command: str) -> Dict[str, object]:
+    """A run that lacks something, as the results files list it."""
+    return {"name": name, "seed": seed, "state": state, "command": command}
+
+
+def unfinished_lines(unfinished: Sequence[Dict[str, object]]) -> List[str]:
+    """The section listing every unfinished run with the command that resumes it."""
+    lines = ["## Unfinished runs", ""]
+    if not unfinished:
+        return lines + ["None: every requested run has all its results."]
+    lines += ["The tables above report what these runs have; each command resumes one, skipping what is done:", ""]
+    return lines + [f"- {item['name']}, seed {item['seed']}: {item['state']}; resume: `{item['command']}`"
+                    for item in unfinished]
+
+
+def plot_if_possible(draw: Callable[[], None], path: Path) -> bool:
+    """Call ``draw`` (which writes ``path``, drawing with :func:`fairseq_ctx.core.plots.pyplot`) when
+    matplotlib is installed; otherwise say so and write nothing."""
+    if not plots_available():
+        logging.getLogger(__name__).warning(PLOT_MISSING.format(name=path.name))
+        return False
+    draw()
+    return True

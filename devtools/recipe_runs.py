@@ -1,0 +1,219 @@
+"""How the real-data recipes run: the options every recipe shares (``--seed``/``--seeds``,
+``--jobs``, ``--threads``, ``--precision``, ``--results``, ``--no-report``), the work directory of
+each seed, the command lines that resume a run or do one run in a job, and jobs run side by side,
+each in its own process with its own log."""
+import argparse
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from devtools.recipe_tools import LOG_FORMAT
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = ("amp", "fp32")
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def add_run_options(parser: argparse.ArgumentParser, runs: str, aliases: Optional[Mapping[str, Sequence[str]]] = None,
+                    stage_one_seed: bool = False) -> None:
+    """The options every recipe shares; ``runs`` names what its jobs are (e.g. "models and seeds"),
+    ``aliases`` other spellings of an option (``{"--results": ["--out-dir"]}``), ``stage_one_seed``:
+    ``--seed`` is also the seed of a first stage that every seed's runs start from (then it may be
+    given with ``--seeds``)."""
+    aliases = dict(aliases or {})
+    parser.add_argument("--seed", type=int,
+                        help="the seed of stage 1, and of stage 2 without --seeds (default 1)" if stage_one_seed else
+                        "the one seed of a run without --seeds, its runs in WORK itself (default 1)")
+    parser.add_argument("--seeds", type=seed_list,
+                        help="comma-separated seeds, e.g. 1,2,3: seed N's runs go to WORK/seed<N>/, laid out as WORK "
+                             "is without --seeds")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help=f"{runs} trained at the same time, each in its own process with --threads torch threads "
+                             f"and its own log; 1: one after the other in this process")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each job")
+    parser.add_argument("--precision", choices=PRECISIONS, default="amp",
+                        help="training arithmetic: amp passes fairseq's --amp (bfloat16 mixed precision on the CPU), "
+                             "fp32 does not; decoding and evaluation are float32 either way")
+    parser.add_argument("--results", *aliases.get("--results", ()), dest="results",
+                        help="directory of the results files (default: WORK/results-tables, never the repository's "
+                             "committed results unless named)")
+    parser.add_argument("--no-report", *aliases.get("--no-report", ()), dest="no_report", action="store_true",
+                        help="do the runs, write no results files (what each job of --jobs runs)")
+
+
+def seed_list(text: str) -> List[int]:
+    """``1,2,3`` → [1, 2, 3]; distinct whole numbers, at least one."""
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated whole numbers, e.g. 1,2,3") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least one seed, each once, e.g. 1,2,3")
+    return seeds
+
+
+def check_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace, stage_one_seed: bool = False) -> None:
+    """Stop with a usage error on run options that cannot go together (``stage_one_seed`` as for
+    :func:`add_run_options`)."""
+    if args.jobs < 1 or args.threads < 1:
+        parser.error(f"--jobs {args.jobs} --threads {args.threads}: both must be at least 1")
+    if args.seeds and args.seed is not None and not stage_one_seed:
+        parser.error("give --seed or --seeds, not both")
+
+
+def log_to_stdout() -> None:
+    """Log records of INFO and above to stdout, as fairseq's tools do (a job's log holds them)."""
+    logging.basicConfig(format=LOG_FORMAT, level=logging.INFO, stream=sys.stdout)
+
+
+def single_seed(args: argparse.Namespace) -> int:
+    """``--seed`` (default 1)."""
+    return 1 if args.seed is None else args.seed
+
+
+def seed_dirs(args: argparse.Namespace, work: Path) -> List[Tuple[int, Path]]:
+    """(seed, directory) of each seed of the run: with ``--seeds``, ``WORK/seed<N>``; else WORK itself."""
+    if args.seeds:
+        return [(seed, work / f"seed{seed}") for seed in args.seeds]
+    return [(single_seed(args), work)]
+
+
+def seed_option(args: argparse.Namespace, seed: int) -> Dict[str, str]:
+    """The option selecting ``seed``'s directory in a command repeating this run's."""
+    return {"--seeds": str(seed)} if args.seeds else {"--seed": str(seed)}
+
+
+def results_dir(args: argparse.Namespace, work: Path) -> Path:
+    return Path(args.results) if args.results else work / "results-tables"
+
+
+def precision_args(precision: str) -> List[str]:
+    """fairseq-train's options for ``precision``."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return ["--amp"] if precision == "amp" else []
+
+
+# ---- command lines -------------------------------------------------------------------------------
+def edited_argv(parser: argparse.ArgumentParser, argv: Sequence[str], options: Mapping[str, Optional[str]],
+                drop: Sequence[str] = ()) -> List[str]:
+    """``argv`` without the options of ``drop`` and of ``options`` (any spelling of them), then each
+    option of ``options`` with its value (None: a flag). The parser tells how many values each
+    option takes."""
+    actions = {string: action for action in parser._actions for string in action.option_strings}
+    removed = {string for name in [*options, *drop] if name in actions for string in actions[name].option_strings}
+    kept: List[str] = []
+    at = 0
+    while at < len(argv):
+        token = argv[at]
+        name = token.split("=", 1)[0]
+        action = actions.get(name)
+        values = 0 if action is None or "=" in token else _value_count(action, argv[at + 1:])
+        if name not in removed:
+            kept += argv[at:at + 1 + values]
+        at += 1 + values
+    for name, value in options.items():
+        kept += [name] if value is None else [name, value]
+    return kept
+
+
+def _value_count(action: argparse.Action, rest: Sequence[str]) -> int:
+    if isinstance(action.nargs, int):
+        return action.nargs
+    if action.nargs is None:
+        return 1
+    following = next((i for i, token in enumerate(rest) if token.startswith("--")), len(rest))
+    return min(following, 1) if action.nargs == "?" else following
+
+
+def resume_command(parser: argparse.ArgumentParser, script: str, argv: Sequence[str],
+                   options: Mapping[str, Optional[str]], drop: Sequence[str] = ()) -> str:
+    """What a reader runs to resume one run of the command ``script argv`` (``script`` relative to
+    the repository root): that command with ``options`` set (the run's seed, its models) and
+    without ``drop``."""
+    return shlex.join(["python", script, *edited_argv(parser, argv, options, ["--no-report", *drop])])
+
+
+def job_command(parser: argparse.ArgumentParser, script: str, argv: Sequence[str],
+                options: Mapping[str, Optional[str]], drop: Sequence[str] = ()) -> Tuple[str, ...]:
+    """The command of a job doing one run of ``script argv`` in its own process: the run's
+    :func:`resume_command` with this Python, one job and no results files."""
+    return (sys.executable, str(REPOSITORY / script),
+            *edited_argv(parser, argv, {**options, "--jobs": "1", "--no-report": None}, drop))
+
+
+# ---- jobs side by side ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    """One run: ``command`` does it in its own process (the recipe restricted to the run), its
+    output appended to ``log``; ``here`` does it in this process."""
+
+    name: str
+    command: Tuple[str, ...]
+    log: Path
+    here: Callable[[], None]
+
+
+def run_jobs(jobs: Sequence[Job], parallel: int, threads: int, poll_s: float = 0.5) -> Dict[str, str]:
+    """Run every job, ``parallel`` at a time in their own processes with ``threads`` torch threads
+    each (one job, or ``parallel`` 1: one after the other in this process); returns ``{job name:
+    why it failed}`` (a failed job stops no other). An interrupt stops the running jobs."""
+    if parallel == 1 or len(jobs) <= 1:
+        return _run_here(jobs, threads)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    pending, running, failed = list(jobs), [], {}
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                job = pending.pop(0)
+                job.log.parent.mkdir(parents=True, exist_ok=True)
+                log = open(job.log, "a", encoding="utf-8")
+                logger.info("%s: started (log: %s)", job.name, job.log)
+                running.append((job, subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+            time.sleep(poll_s)
+            for entry in [e for e in running if e[1].poll() is not None]:
+                job, process, log = entry
+                log.close()
+                running.remove(entry)
+                if process.returncode == 0:
+                    logger.info("%s: done (log: %s)", job.name, job.log)
+                else:
+                    failed[job.name] = f"exit {process.returncode}, see {job.log}"
+                    logger.error("%s failed: %s", job.name, failed[job.name])
+    finally:
+        for job, process, log in running:
+            process.terminate()
+            process.wait()
+            log.close()
+    return failed
+
+
+def _run_here(jobs: Sequence[Job], threads: int) -> Dict[str, str]:
+    import torch
+
+    torch.set_num_threads(threads)
+    failed = {}
+    for job in jobs:
+        start = time.time()
+        try:
+            job.here()
+        except Exception as error:  # one failed run does not stop the others
+            logger.exception("%s failed", job.name)
+            failed[job.name] = f"{type(error).__name__}: {error}"
+        else:
+            logger.info("%s: done in %.1f min", job.name, (time.time() - start) / 60)
+    return failed
+
+
+def failures_message(program: str, failed: Mapping[str, str]) -> str:
+    """The error a recipe ends with when runs failed."""
+    return (f"{program}: error: {len(failed)} run(s) failed: " + "; ".join(f"{name} ({why})" for name, why in
+                                                                          failed.items())
+            + "; the results list them with the command that resumes each")
