@@ -190,6 +190,25 @@ def time_generation(fp32: Trainer, samples: Sequence[dict], clock: Callable[[], 
     return {name: statistics.median(values) for name, values in rates.items()}
 
 
+def matmul_ceiling(dims: int, clock: Callable[[], float], tokens: int = 3000, repeats: int = 5) -> float:
+    """bfloat16 / float32 speed of the products a Transformer layer of ``dims`` trains with: the
+    projections (tokens × dims × dims), the FFN (tokens × dims × 4·dims) and their weight gradients
+    (contracting over the tokens). No model step can gain more than its products do."""
+    shapes = [((tokens, dims), (dims, dims)), ((tokens, dims), (dims, 4 * dims)), ((tokens, 4 * dims), (4 * dims, dims)),
+              ((dims, tokens), (tokens, dims)), ((4 * dims, tokens), (tokens, dims))]
+    seconds = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        pairs = [(torch.randn(*a, dtype=dtype), torch.randn(*b, dtype=dtype)) for a, b in shapes]
+        for left, right in pairs:
+            left @ right
+        start = clock()
+        for _ in range(repeats):
+            for left, right in pairs:
+                left @ right
+        seconds[dtype] = clock() - start
+    return seconds[torch.float32] / seconds[torch.bfloat16]
+
+
 @dataclass
 class Row:
     model: str
@@ -225,9 +244,11 @@ def measure(model: Model, data: Path, dims: int, args: argparse.Namespace, clock
     return row
 
 
-def markdown(rows: Sequence[Row], header: Dict[str, str]) -> str:
+def markdown(rows: Sequence[Row], header: Dict[str, str], ceilings: Dict[int, float]) -> str:
     lines = ["# `--amp` (bfloat16 mixed precision) against float32 on the CPU", ""]
     lines += [f"- {key}: {value}" for key, value in header.items()]
+    lines += [f"- matrix products alone, bfloat16 / float32 (the ceiling of any model's ratio): "
+              + ", ".join(f"{ratio:.2f} at {dims} dims" for dims, ratio in ceilings.items())]
     lines += ["", "| model | dims | train words/s fp32 | --amp | ratio | target | generation tokens/s fp32 | bf16 | ratio |",
               "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -277,7 +298,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 if model.data not in data:
                     data[model.data] = generated_data(Path(tmp) / model.data, model.data)
                 rows.append(measure(model, data[model.data], dims, args, clock))
-                print(markdown(rows[-1:], {}).splitlines()[-1], flush=True)
+                print(markdown(rows[-1:], {}, {}).splitlines()[-1], flush=True)
     header = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": this_machine().describe(),
@@ -289,14 +310,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         "command": " ".join(shlex.quote(a) for a in ["python", "benchmarks/cpu_mixed_precision.py",
                                                       *(sys.argv[1:] if argv is None else argv)]),
     }
-    text = markdown(rows, header)
+    ceilings = {dims: matmul_ceiling(dims, clock) for dims in args.dims}
+    text = markdown(rows, header, ceilings)
     print(text)
     if args.results:
         out = Path(args.results)
         out.mkdir(parents=True, exist_ok=True)
         (out / "cpu_mixed_precision.md").write_text(text, encoding="utf-8")
         (out / "cpu_mixed_precision.json").write_text(json.dumps(
-            {**header, "rows": [{**asdict(r), "train_ratio": r.train_ratio, "gen_ratio": r.gen_ratio} for r in rows]},
+            {**header, "matmul_ceiling": ceilings,
+             "rows": [{**asdict(r), "train_ratio": r.train_ratio, "gen_ratio": r.gen_ratio} for r in rows]},
             indent=2), encoding="utf-8")
 
 

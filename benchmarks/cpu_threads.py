@@ -8,7 +8,7 @@ models (default: the Multi30k recipes' 256-dim Transformer). Throughput is wall 
 trained by all processes of a setting divided by the time until the last one finishes, after
 untimed warm-up updates. Needs an otherwise idle machine (the load average is printed).
 
-    python benchmarks/cpu_threads.py [--model transformer] [--amp] [--updates 20] [--results DIR]
+    python benchmarks/cpu_threads.py [--model transformer] [--amp] [--updates 14] [--results DIR]
 """
 import argparse
 import datetime
@@ -69,7 +69,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--model", default="transformer", help="a model of benchmarks/cpu_mixed_precision.py")
     parser.add_argument("--dims", type=int, default=256, choices=(256, 512))
     parser.add_argument("--amp", action="store_true", help="bfloat16 mixed precision (fairseq --amp)")
-    parser.add_argument("--updates", type=int, default=20, help="timed updates per process")
+    parser.add_argument("--updates", type=int, default=14, help="timed updates per process")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=2000, help="tokens per batch")
     parser.add_argument("--results", help="directory for cpu_threads.{md,json}")
