@@ -19,7 +19,7 @@ from conftest import run_tool
 from production_matrix import TASK_FIXTURES, per_update, plugin_archs, task_of, train_args
 
 from fairseq_ctx.analysis.cka import cka, hsic, mean_pairwise_linear_hsic, pairwise_linear_hsic, srip
-from fairseq_ctx.core.mixed_precision import describe_precision
+from fairseq_ctx.core.mixed_precision import describe_precision, native_bfloat16
 from fairseq_ctx.embedding.distance_constraint import cnv_distance_terms, mde_distance_terms
 
 UPDATES = 8
@@ -94,6 +94,16 @@ def test_training_states_its_precision(tiny_data, tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "fairseq_ctx.core.mixed_precision"]
     assert lines[0].startswith("training precision: float32")
     assert lines[1].startswith("training precision: bfloat16 mixed precision on the CPU (--amp)")
+
+
+def test_a_cpu_without_native_bfloat16_is_warned(tiny_data, tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    with caplog.at_level(logging.INFO, logger="fairseq_ctx.core.mixed_precision"):
+        build_trainer(tiny_data, "context_translation", "hmce", True, tmp_path)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("--amp on a CPU without native bfloat16")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert native_bfloat16() == bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def test_precision_descriptions_of_fairseq_options():
