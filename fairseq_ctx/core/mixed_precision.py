@@ -51,8 +51,8 @@ _BFLOAT16_ISAS = ("ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX10_1_512", "AVX512_C
 def native_bfloat16() -> bool:
     """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16 or AMX), and oneDNN is
     allowed to (``ONEDNN_MAX_CPU_ISA`` may cap it below them). Without, a bfloat16 product is
-    emulated: measured here, ``--amp`` trained at 0.49x float32's speed with oneDNN capped to
-    AVX512_CORE and at 0.07x with AVX2."""
+    emulated: on an AMD EPYC with AVX512-BF16, ``--amp`` trained at 0.49x float32's speed with
+    oneDNN capped to AVX512_CORE and at 0.07x with AVX2 (benchmarks/cpu_mixed_precision.py)."""
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
     if cap and cap not in _BFLOAT16_ISAS:
         return False
