@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Iterator, List, Sequence, Tuple
 
@@ -205,3 +206,19 @@ def restore_library_log_levels():
     with restored_logging():
         yield
 
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    """Order the modules as ``--dist loadfile`` should hand them out (pytest.ini turns xdist's own
+    reordering off): the modules marked ``heavy`` first, then the others with the most tests first
+    (xdist's default order). A long module handed out last runs alone on one worker at the end
+    while the other worker idles; started first, the short modules fill in around it."""
+    tests_per_module = Counter(item.path for item in items)
+    first_index = {}
+    for index, item in enumerate(items):
+        first_index.setdefault(item.path, index)
+
+    def rank(item: pytest.Item):
+        return item.get_closest_marker("heavy") is None, -tests_per_module[item.path], first_index[item.path]
+
+    items.sort(key=rank)
