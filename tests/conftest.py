@@ -1,10 +1,14 @@
 """Shared fixtures: generated corpora binarized with stock fairseq-preprocess, and helpers
 that build tasks and models through fairseq's own command-line parsing."""
+import contextlib
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import List, Sequence
+from typing import Iterator, List, Sequence, Tuple
 
 import pytest
 import torch
@@ -111,15 +115,44 @@ def context_baseline_archs() -> List[str]:
 BASELINE_ARCHS = context_baseline_archs()
 
 
+@contextlib.contextmanager
+def shared_by_the_workers(tmp_path_factory, name: str) -> Iterator[Tuple[Path, bool]]:
+    """A directory that the xdist workers of this run share (one test process: its own), and whether
+    it is still empty: the first worker to ask fills it (inside the ``with``) while the others wait
+    for it, so that a session fixture trains once per run rather than once per worker."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' base directories are siblings
+    directory, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fill = not done.exists()
+            if fill:
+                shutil.rmtree(directory, ignore_errors=True)  # left by a worker that failed to fill it
+                directory.mkdir()
+            yield directory, fill
+            done.touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def trained_baselines(tiny_data, tmp_path_factory):
     """Each context baseline (and a --context-size 0 transformer) trained 30 updates with stock
-    fairseq-train and decoded with stock fairseq-generate; {arch: (checkpoint_dir, generate text)}."""
+    fairseq-train and decoded with stock fairseq-generate, once per run (every worker generates the
+    same tiny_data); {arch: (checkpoint_dir, generate text)}."""
+    archs = [*BASELINE_ARCHS, "transformer"]
+    with shared_by_the_workers(tmp_path_factory, "baselines") as (work, fill):
+        if fill:
+            train_baselines(tiny_data, work, archs)
+    return {arch: (work / arch, (work / f"gen-{arch}" / "generate-test.txt").read_text()) for arch in archs}
+
+
+def train_baselines(tiny_data: Path, work: Path, archs: Sequence[str]) -> None:
     from fairseq_cli import generate, train
 
-    work = tmp_path_factory.mktemp("baselines")
-    runs = {}
-    for arch in [*BASELINE_ARCHS, "transformer"]:
+    for arch in archs:
         context = ["--context-size", "0" if arch == "transformer" else "2"]
         save_dir, results = work / arch, work / f"gen-{arch}"
         common = [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", *context, "--cpu"]
@@ -133,8 +166,8 @@ def trained_baselines(tiny_data, tmp_path_factory):
             *common, "--path", str(save_dir / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "2",
             "--batch-size", "16", "--required-batch-size-multiple", "1", "--results-path", str(results),
         ])
-        runs[arch] = (save_dir, (results / "generate-test.txt").read_text())
-    return runs
+
+
 def make_multimodal_data_bin(root: Path, train: int = 240, seed: int = 1) -> Path:
     """Generated multimodal corpus → fairseq-preprocess (en-de joined dict; fr with its own dict)
     → img features and keys copied next to the binaries."""
@@ -172,3 +205,20 @@ def restore_library_log_levels():
 
     with restored_logging():
         yield
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    """Order the modules as ``--dist loadfile`` should hand them out (pytest.ini turns xdist's own
+    reordering off): the modules marked ``heavy`` first, then the others with the most tests first
+    (xdist's default order). A long module handed out last runs alone on one worker at the end
+    while the other worker idles; started first, the short modules fill in around it."""
+    tests_per_module = Counter(item.path for item in items)
+    first_index = {}
+    for index, item in enumerate(items):
+        first_index.setdefault(item.path, index)
+
+    def rank(item: pytest.Item):
+        return item.get_closest_marker("heavy") is None, -tests_per_module[item.path], first_index[item.path]
+
+    items.sort(key=rank)

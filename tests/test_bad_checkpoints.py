@@ -17,6 +17,8 @@ from fairseq_ctx.context import hub
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
 from fairseq_ctx.embedding.embedder import Embedder
 
+pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
+
 TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--cpu", "--seed", "1",
          "--no-epoch-checkpoints", "--disable-validation", "--log-format", "none", "--no-save-optimizer-state"]
 

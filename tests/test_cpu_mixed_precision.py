@@ -22,6 +22,8 @@ from fairseq_ctx.analysis.cka import cka, hsic, mean_pairwise_linear_hsic, pairw
 from fairseq_ctx.core.mixed_precision import describe_precision, native_bfloat16
 from fairseq_ctx.embedding.distance_constraint import cnv_distance_terms, mde_distance_terms
 
+pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
+
 UPDATES = 8
 FIRST_LOSS_TOLERANCE = 0.05  # relative, --amp vs float32 loss of the first update (same weights, same batch)
 

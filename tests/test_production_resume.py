@@ -9,6 +9,8 @@ import pytest
 
 from production_matrix import TASK_FIXTURES, arch_params, fairseq_train, finish, per_update, start, train_args
 
+pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
+
 K = 2
 TOLERANCE = 2e-3  # fairseq's JSON log rounds losses to 3 decimals
 DEFAULT_ARCHS = ["hmce", "tmde", "hierarchical_attention_decoder"]

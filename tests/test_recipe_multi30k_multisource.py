@@ -23,6 +23,8 @@ from devtools.recipe_tools import captured_log
 from devtools.seed_statistics import direction_verdict, paired_t_test
 from devtools.train_log import validation_curve
 
+pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
+
 RECIPE_DIR = Path(__file__).resolve().parent.parent / "examples" / "multimodal_mt"
 # en word -> (de, fr, cs)
 LEXICON = {

@@ -22,6 +22,8 @@ from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
 from fairseq_ctx.context.demo.synthetic_corpus import PRONOUN, SYNONYMS, CorpusSizes
 from fairseq_ctx.context.demo.target_contrastive_set import write_target_anaphora
 
+pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
+
 MODEL = [
     "--encoder-embed-dim", "64", "--decoder-embed-dim", "64",
     "--encoder-ffn-embed-dim", "128", "--decoder-ffn-embed-dim", "128",

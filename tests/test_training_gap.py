@@ -10,16 +10,20 @@ from conftest import USER_DIR, build, make_data_bin, run_tool
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
 from fairseq_ctx.core.scoring import score
 
+pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
+
 MODEL = [
     "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
     "--encoder-ffn-embed-dim", "256", "--decoder-ffn-embed-dim", "256",
     "--encoder-layers", "2", "--decoder-layers", "2",
     "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", "--share-all-embeddings",
 ]
+# 200 updates (--seed 1 and 2): context accuracy hmce 0.993 and 1.000, transformer 0.364 and 0.378;
+# BLEU hmce 99.9 and 99.5, transformer 86.6 and 87.7. At 150 updates hmce reached only 0.846 with seed 1.
 BUDGET = [
     "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt",
     "--warmup-updates", "150", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-    "--dropout", "0.1", "--max-tokens", "3000", "--max-update", "300", "--seed", "1", "--cpu",
+    "--dropout", "0.1", "--max-tokens", "3000", "--max-update", "200", "--seed", "1", "--cpu",
     "--no-epoch-checkpoints", "--log-format", "simple",
 ]
 
