@@ -34,7 +34,7 @@ setup(
         "sacrebleu>=2",
         "numpy",
     ],
-    extras_require={"dev": ["pytest>=7", "pytest-xdist", "matplotlib", "scikit-learn", "faiss-cpu"], "plots": ["matplotlib", "scikit-learn"],
+    extras_require={"dev": ["pytest>=7", "pytest-xdist>=3.8", "matplotlib", "scikit-learn", "faiss-cpu"], "plots": ["matplotlib", "scikit-learn"],
                     "faiss": ["faiss-cpu"], "comet": ["unbabel-comet"]},
     entry_points={
         "console_scripts": [
