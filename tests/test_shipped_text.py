@@ -9,6 +9,7 @@ FORBIDDEN = [
     (re.compile(r"\bSPEC\b"), "the developers' specification"),
     (re.compile(r"\.\./shared"), "the developers' shared folder"),
     (re.compile(r"(?i)\bmeasured here\b|\bGPU (was |has been )?lent\b|\bno GPU lent\b"), "the development machine"),
+    (re.compile(r"(?<![\w.~-])/work/\w"), "a path on the development machine"),
 ]
 
 
