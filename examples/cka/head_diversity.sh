@@ -36,5 +36,6 @@ train() {  # name, extra criterion options
 train baseline
 train drophead0.5 --drophead 0.5
 train hsic --hsic-lambda "$HSIC_LAMBDA"
-python "$HERE/summarize_heads.py" analysis_baseline analysis_drophead0.5 analysis_hsic --out "$HERE/results/head_diversity"
+python "$HERE/summarize_heads.py" analysis_baseline analysis_drophead0.5 analysis_hsic --out "$HERE/results/head_diversity" \
+  --command "UPDATES=$UPDATES HSIC_LAMBDA=$HSIC_LAMBDA bash examples/cka/head_diversity.sh $*"
 cp analysis_*/heads_*.png "$HERE/results/"

@@ -1,14 +1,21 @@
 """Mean inter-head CKA/SVCCA per setting (from fairseq-ctx-analyze-heads heads.csv) → CSV + Markdown table."""
 import argparse
 import csv
+import datetime
+import shlex
+import sys
 from pathlib import Path
 from statistics import mean
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from devtools.machine_facts import this_machine  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("dirs", nargs="+", help="analysis output directories (one per setting)")
     parser.add_argument("--out", required=True, help="output prefix (.csv and .md are written)")
+    parser.add_argument("--command", help="the command that trained and analysed the models (stated in the .md)")
     args = parser.parse_args()
     kinds = ("encoder_self", "decoder_self", "encoder_decoder")
     rows = []
@@ -24,7 +31,10 @@ def main() -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines = [f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+             f"- machine: {this_machine().describe()}", "- precision: float32",
+             f"- command: `{args.command or shlex.join(sys.argv)}`", "",
+             "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     lines += ["| " + " | ".join(str(v) for v in row.values()) + " |" for row in rows]
     Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -19,6 +19,9 @@ averages ``--seeds`` seeds. Writes ``<out>.csv`` (curves of the first seed), ``<
 (initial/final values, mean ± sd over seeds) and ``<out>.png``.
 """
 import argparse
+import datetime
+import shlex
+import sys
 import csv
 import statistics
 from pathlib import Path
@@ -27,8 +30,11 @@ from typing import Dict, List
 import torch
 from torch import nn
 
-from fairseq_ctx.analysis.cka import cka
-from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from devtools.machine_facts import this_machine  # noqa: E402
+
+from fairseq_ctx.analysis.cka import cka  # noqa: E402
+from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots  # noqa: E402
 
 DIM, HIDDEN, SAMPLES, COMPONENTS = 64, 32, 10_000, 4
 MODES = ("cosine", "cka", "both")
@@ -187,7 +193,10 @@ def main() -> None:
             for where in ("batch", "full"):
                 writer.writerows([mode, where, p["step"], round(p["cosine"], 4), round(p["cka"], 4)]
                                  for p in curve[where])
-    lines = summary_table(per_seed, args.seeds, args.last)
+    lines = [f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+             f"- machine: {this_machine().describe()}", "- precision: float32",
+             f"- seeds: 1..{args.seeds}", f"- command: `{shlex.join(['python', *sys.argv])}`", "",
+             *summary_table(per_seed, args.seeds, args.last)]
     Path(f"{args.out}_summary.md").write_text("\n".join(lines) + "\n")
     plot(first, f"{args.out}.png")
     print("\n".join(lines))
