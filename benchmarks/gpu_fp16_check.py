@@ -22,7 +22,7 @@ the hub) on corpora generated under ``--work``, where each run's log is kept (``
    markedly worse in half precision falls outside it (the final loss of a float32 run is 11–34 %
    below its first).
 2. Decoding. hmce trained 50 updates with ``--fp16``, ``--context-size 1 --target-context-size 1``,
-   translates the generated test documents, beam 2, in float32 on the GPU, with
+   translates the generated test documents, beam 2 and fairseq's length limit, in float32 on the GPU, with
    ``fairseq-generate`` (binarized split), ``fairseq-interactive`` (raw text, a blank line between
    documents), ``fairseq-ctx-translate-doc`` and the hub (``fairseq_ctx.context.hub``). A forward
    pre-hook on every module of every model loaded records the device of each tensor the module is
@@ -88,7 +88,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ("training", "decoding", "timing")
 PRECISION_FLAGS = {"float32": [], "fp16": ["--fp16"], "amp": ["--amp"]}
 LOSS_TOLERANCE = 0.05  # relative: final loss of a half-precision run against the float32 run's
-SEARCH = ["--beam", "2", "--max-len-a", "1.2", "--max-len-b", "10"]  # the hub's length defaults, beam 2
+BEAM = 2
+# Every path searches with beam 2 and fairseq's length limit (max_len_a 0, max_len_b 200, also the hub's
+# default): with max_len_a > 0 the limit of a batch is a multiple of its longest source, so a translation
+# that reaches it would depend on the sentences batched with it, which differ between the paths.
+SEARCH = ["--beam", str(BEAM), "--max-len-a", "0", "--max-len-b", "200"]
 DECODE_BATCH = 3
 
 
@@ -337,7 +341,8 @@ def decoding_paths(data: Path, checkpoint: Path, documents: Path, plan: Plan,
         from fairseq_ctx.context import hub as context_hub
 
         with tool_session("hub", work / "logs" / "hub.log"):
-            translator = context_hub.load(str(checkpoint), data=str(data), cpu=plan.device == "cpu", beam=2)
+            translator = context_hub.load(str(checkpoint), data=str(data), cpu=plan.device == "cpu", beam=BEAM,
+                                         max_len_a=0, max_len_b=200)
             return of_sentences(list(translator.translate_stream(source, batch_size=DECODE_BATCH)))
 
     return {"fairseq-generate": generate, "fairseq-interactive": interactive,
