@@ -23,15 +23,13 @@ fairseq-preprocess --source-lang en --target-lang de \
 for split in train valid test; do cp prep/$split.docids data-bin/$split.docids; done
 
 echo "== 3/5 fairseq-train --arch hmce (log: $WORK/train.log)"
-# --data-buffer-size 0: fairseq's background batch thread can abort the finished process at exit
-# ("terminate called without an active exception"); the DataLoader worker still prefetches.
 fairseq-train data-bin --user-dir "$USER_DIR" --task context_translation --context-size 2 \
   --arch hmce --share-all-embeddings \
   --encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 \
   --encoder-layers 2 --decoder-layers 2 --encoder-attention-heads 4 --decoder-attention-heads 4 \
   --optimizer adam --adam-betas '(0.9,0.98)' --lr 2e-3 --lr-scheduler inverse_sqrt --warmup-updates 200 \
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --dropout 0.1 \
-  --max-tokens 4000 --max-update 400 --seed 1 --cpu --data-buffer-size 0 \
+  --max-tokens 4000 --max-update 400 --seed 1 --cpu \
   --save-dir checkpoints --no-epoch-checkpoints --log-format simple --log-interval 50 > train.log 2>&1
 grep "valid on 'valid'" train.log | tail -n 1
 

@@ -12,7 +12,8 @@ fairseq is imported, so that ``import fairseq_ctx`` (and every ``--help`` of a t
 Registration first allow-lists the checkpoint classes (see :mod:`checkpoint_safety`) and
 installs the checkpoint hooks (atomic writes, damaged-file errors and the resume fallback: see
 :mod:`fairseq_checkpoint_hooks`), so both are in force before fairseq loads or writes any
-checkpoint, and fairseq-interactive's UTF-8 reader (:mod:`fairseq_input_hooks`).
+checkpoint, fairseq-interactive's UTF-8 reader (:mod:`fairseq_input_hooks`) and the clean exit of
+fairseq's background batch thread (:mod:`background_batches`).
 """
 import importlib
 import importlib.abc
@@ -28,12 +29,15 @@ _state = {"registered": False, "registering": False}
 def _register() -> None:
     _state["registering"] = True
     try:
-        from fairseq_ctx.core import checkpoint_safety, fairseq_checkpoint_hooks, fairseq_input_hooks, mixed_precision
+        from fairseq_ctx.core import (
+            background_batches, checkpoint_safety, fairseq_checkpoint_hooks, fairseq_input_hooks, mixed_precision,
+        )
 
         checkpoint_safety.allow_fairseq_checkpoints()
         fairseq_checkpoint_hooks.install()
         fairseq_input_hooks.install()
         mixed_precision.install()
+        background_batches.install()
         for family in FAMILIES:
             for name in importlib.import_module(f"{PACKAGE}.{family}").REGISTERING_MODULES:
                 importlib.import_module(f"{PACKAGE}.{family}.{name}")
