@@ -23,9 +23,10 @@ demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash examples/context_mt/demo.sh
 
 # Two workers (the suite's processes use one thread each); --dist loadfile keeps each test file on
-# one worker, so a module's trained fixtures are trained once.
+# one worker, so a module's trained fixtures are trained once; --no-loadscope-reorder hands out the
+# modules in the order conftest.py gives them (the long ones first).
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 test-full: setup
 	$(BIN)/python -m pytest -q -m full_matrix tests

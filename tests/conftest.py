@@ -209,9 +209,9 @@ def restore_library_log_levels():
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
-    """Order the modules as ``--dist loadfile`` should hand them out (pytest.ini turns xdist's own
-    reordering off): the modules marked ``heavy`` first, then the others with the most tests first
-    (xdist's default order). A long module handed out last runs alone on one worker at the end
+    """Order the modules as ``--dist loadfile`` should hand them out (``make test`` turns xdist's own
+    reordering off with ``--no-loadscope-reorder``): the modules marked ``heavy`` first, then the
+    others with the most tests first (xdist's default order). A long module handed out last runs alone on one worker at the end
     while the other worker idles; started first, the short modules fill in around it."""
     tests_per_module = Counter(item.path for item in items)
     first_index = {}
