@@ -25,7 +25,6 @@ other processes distort much less than wall time). ``--results DIR`` writes
     python benchmarks/cpu_mixed_precision.py --clock cpu --threads 1 [--dims 256,512] [--models hmce,tmde]
 """
 import argparse
-import datetime
 import json
 import logging
 import os
@@ -55,7 +54,7 @@ from fairseq.trainer import Trainer  # noqa: E402
 import fairseq_ctx  # noqa: E402
 from context_speed import build_data as build_context_data  # noqa: E402
 from embedding_speed import join_lines  # noqa: E402
-from devtools.machine_facts import this_machine  # noqa: E402
+from devtools.machine_facts import this_machine, utc_now  # noqa: E402
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
 from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
 from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
@@ -300,7 +299,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 rows.append(measure(model, data[model.data], dims, args, clock))
                 print(markdown(rows[-1:], {}, {}).splitlines()[-1], flush=True)
     header = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": utc_now(),
         "machine": this_machine().describe(),
         "precision": "float32 vs --amp (bfloat16 autocast, float32 weights, gradients, optimizer and losses)",
         "clock": f"{args.clock} ({'process CPU time' if args.clock == 'cpu' else 'wall time'}), {args.threads} thread(s)",

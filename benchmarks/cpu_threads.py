@@ -11,7 +11,6 @@ untimed warm-up updates. Needs an otherwise idle machine (the load average is pr
     python benchmarks/cpu_threads.py [--model transformer] [--amp] [--updates 14] [--results DIR]
 """
 import argparse
-import datetime
 import json
 import os
 import shlex
@@ -85,7 +84,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         worker(args)
         return
     import cpu_mixed_precision as bench
-    from devtools.machine_facts import this_machine
+    from devtools.machine_facts import this_machine, utc_now
 
     model = next(m for m in bench.models(args.dims) if m.name == args.model)
     start = time.time()
@@ -96,7 +95,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ratio = rows[1]["words_per_s"] / rows[0]["words_per_s"]
     better = "two trainings with one thread each" if ratio > 1 else "one training with two threads"
     header = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": utc_now(),
         "machine": this_machine(torch_threads=2).describe(), "load average before": f"{load:.2f}",
         "model": f"{args.model}, {args.dims} dims, {'--amp' if args.amp else 'float32'}, {args.max_tokens} tokens per batch",
         "updates": f"{args.warmup} untimed + {args.updates} timed per process", "wall time": f"{time.time() - start:.0f} s",

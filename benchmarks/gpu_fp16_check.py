@@ -53,7 +53,6 @@ machine), ``--archs hmce,tmde`` about half of that.
     python benchmarks/gpu_fp16_check.py --dry-run --archs hmce,tmde
 """
 import argparse
-import datetime
 import functools
 import math
 import shlex
@@ -76,7 +75,7 @@ from devtools.in_process_tools import ToolFailed, quiet_console, run_tool, tool_
 from devtools.arch_matrix import (  # noqa: E402
     EMBEDDING_PAIRS, TASK_FIXTURES, TINY_MODEL, USER_DIR, per_update, plugin_archs, task_of, train_args,
 )
-from devtools.machine_facts import this_machine  # noqa: E402
+from devtools.machine_facts import this_machine, utc_now  # noqa: E402
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
@@ -88,11 +87,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ("training", "decoding", "timing")
 PRECISION_FLAGS = {"float32": [], "fp16": ["--fp16"], "amp": ["--amp"]}
 LOSS_TOLERANCE = 0.05  # relative: final loss of a half-precision run against the float32 run's
-BEAM = 2
 # Every path searches with beam 2 and fairseq's length limit (max_len_a 0, max_len_b 200, also the hub's
 # default): with max_len_a > 0 the limit of a batch is a multiple of its longest source, so a translation
 # that reaches it would depend on the sentences batched with it, which differ between the paths.
-SEARCH = ["--beam", str(BEAM), "--max-len-a", "0", "--max-len-b", "200"]
+SEARCH_SETTINGS = {"beam": 2, "max_len_a": 0, "max_len_b": 200}
+SEARCH = [item for name, value in SEARCH_SETTINGS.items() for item in (f"--{name.replace('_', '-')}", str(value))]
 DECODE_BATCH = 3
 
 
@@ -341,8 +340,7 @@ def decoding_paths(data: Path, checkpoint: Path, documents: Path, plan: Plan,
         from fairseq_ctx.context import hub as context_hub
 
         with tool_session("hub", work / "logs" / "hub.log"):
-            translator = context_hub.load(str(checkpoint), data=str(data), cpu=plan.device == "cpu", beam=BEAM,
-                                         max_len_a=0, max_len_b=200)
+            translator = context_hub.load(str(checkpoint), data=str(data), cpu=plan.device == "cpu", **SEARCH_SETTINGS)
             return of_sentences(list(translator.translate_stream(source, batch_size=DECODE_BATCH)))
 
     return {"fairseq-generate": generate, "fairseq-interactive": interactive,
@@ -510,7 +508,7 @@ def run_header(plan: Plan, argv: Sequence[str], failures: int, seconds: Dict[str
     if plan.device == "cuda":
         gpu = f"{torch.cuda.get_device_name(0)} ({torch.cuda.get_device_properties(0).total_memory / 2 ** 30:.0f} GiB)"
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": utc_now(),
         "GPU": gpu,
         "versions": f"torch {torch.__version__}, CUDA {torch.version.cuda or '—'}, "
                     f"cuDNN {torch.backends.cudnn.version() if cuda else '—'}",

@@ -1,6 +1,7 @@
 """The machine a result was measured on, as results files state it (with the date, updates, wall
 time and command): CPU cores and model, GPU, torch threads, torch version and platform."""
 import dataclasses
+import datetime
 import os
 import platform
 from typing import Dict, Optional, Union
@@ -45,3 +46,8 @@ def this_machine(torch_threads: Optional[int] = None) -> MachineFacts:
     return MachineFacts(cpu_cores=os.cpu_count() or 1, cpu=cpu_model(), gpu=gpu,
                         torch_threads=torch.get_num_threads() if torch_threads is None else torch_threads,
                         torch=torch.__version__, platform=platform.platform())
+
+
+def utc_now() -> str:
+    """The date and time a result is written, as results files state it."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

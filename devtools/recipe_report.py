@@ -3,13 +3,12 @@ order: date, machine, precision, seeds, budgets, the convergence rule and its ou
 and the verdict rule at the top; every unfinished run with the command that resumes it at the
 end; plots only where matplotlib is installed."""
 import argparse
-import datetime
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from devtools.machine_facts import MachineFacts, this_machine
+from devtools.machine_facts import MachineFacts, this_machine, utc_now
 from devtools.seed_statistics import verdict_rule
 from fairseq_ctx.core.plots import PLOTS_INSTALL, plots_available
 
@@ -17,10 +16,6 @@ PRECISION = {"amp": "amp (training under fairseq's --amp: bfloat16 mixed precisi
                     "evaluation in float32)",
              "fp32": "fp32 (float32 throughout)"}
 PLOT_MISSING = "plot {name} skipped: matplotlib is not installed (" + PLOTS_INSTALL + "); the tables are complete without it"
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @dataclass
@@ -64,6 +59,13 @@ def run_header(args: argparse.Namespace, seeds: Sequence[int], command: str, bud
     if one_seed is not None:
         header.one_seed = one_seed
     return header
+
+
+def facts_lines(command: str, precision: str, *facts: str) -> List[str]:
+    """Date, machine, precision, any further ``facts`` and the command, as Markdown bullets: the header
+    of a results file written by a script that is not a recipe run."""
+    return [f"- date: {utc_now()}", f"- machine: {this_machine().describe()}", f"- precision: {precision}",
+            *[f"- {fact}" for fact in facts], f"- command: `{command}`"]
 
 
 def unfinished_run(name: str, seed: int, state: str, command: str) -> Dict[str, object]:

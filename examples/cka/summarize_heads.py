@@ -1,14 +1,13 @@
 """Mean inter-head CKA/SVCCA per setting (from fairseq-ctx-analyze-heads heads.csv) → CSV + Markdown table."""
 import argparse
 import csv
-import datetime
 import shlex
 import sys
 from pathlib import Path
 from statistics import mean
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from devtools.machine_facts import this_machine  # noqa: E402
+from devtools.recipe_report import facts_lines  # noqa: E402
 
 
 def main() -> None:
@@ -31,9 +30,7 @@ def main() -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = [f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-             f"- machine: {this_machine().describe()}", "- precision: float32",
-             f"- command: `{args.command or shlex.join(sys.argv)}`", "",
+    lines = [*facts_lines(args.command or shlex.join(sys.argv), "float32"), "",
              "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     lines += ["| " + " | ".join(str(v) for v in row.values()) + " |" for row in rows]
     Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")

@@ -19,11 +19,10 @@ averages ``--seeds`` seeds. Writes ``<out>.csv`` (curves of the first seed), ``<
 (initial/final values, mean ± sd over seeds) and ``<out>.png``.
 """
 import argparse
-import datetime
-import shlex
-import sys
 import csv
+import shlex
 import statistics
+import sys
 from pathlib import Path
 from typing import Dict, List
 
@@ -31,7 +30,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from devtools.machine_facts import this_machine  # noqa: E402
+from devtools.recipe_report import facts_lines  # noqa: E402
 
 from fairseq_ctx.analysis.cka import cka  # noqa: E402
 from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots  # noqa: E402
@@ -193,9 +192,7 @@ def main() -> None:
             for where in ("batch", "full"):
                 writer.writerows([mode, where, p["step"], round(p["cosine"], 4), round(p["cka"], 4)]
                                  for p in curve[where])
-    lines = [f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-             f"- machine: {this_machine().describe()}", "- precision: float32",
-             f"- seeds: 1..{args.seeds}", f"- command: `{shlex.join(['python', *sys.argv])}`", "",
+    lines = [*facts_lines(shlex.join(["python", *sys.argv]), "float32", f"seeds: 1..{args.seeds}"), "",
              *summary_table(per_seed, args.seeds, args.last)]
     Path(f"{args.out}_summary.md").write_text("\n".join(lines) + "\n")
     plot(first, f"{args.out}.png")

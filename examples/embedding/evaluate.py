@@ -2,7 +2,6 @@
 classification, and t-SNE pictures. Writes results.md, results.json and tsne_*.png, stating the
 date, the machine, the updates per model, the wall time since the demo started and its command."""
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -15,7 +14,7 @@ REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the hel
 if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
 
-from devtools.machine_facts import this_machine  # noqa: E402
+from devtools.machine_facts import this_machine, utc_now  # noqa: E402
 from fairseq_ctx.embedding.doc_classify import accuracy_matrix, format_matrix, load_split  # noqa: E402
 from fairseq_ctx.embedding.embedder import Embedder, embed_file  # noqa: E402
 from fairseq_ctx.embedding.embedding_plot import plot  # noqa: E402
@@ -83,7 +82,7 @@ def main() -> None:
     header = ("| model | xsim error % cos (→ / ←) | xsim error % margin (→ / ←) | Cross acc % | Same acc % | All acc % |\n"
               "|---|---|---|---|---|---|")
     machine = this_machine()  # demo.sh exports its OMP_NUM_THREADS to training and to this process alike
-    facts = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    facts = {"date": utc_now(),
              "machine": machine.as_dict(),
              "command": args.command, "updates": args.updates,
              "wall_time_min": round((time.time() - args.started) / 60, 1)}
