@@ -211,8 +211,9 @@ def restore_library_log_levels():
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
     """Order the modules as ``--dist loadfile`` should hand them out (``make test`` turns xdist's own
     reordering off with ``--no-loadscope-reorder``): the modules marked ``heavy`` first, then the
-    others with the most tests first (xdist's default order). A long module handed out last runs alone on one worker at the end
-    while the other worker idles; started first, the short modules fill in around it."""
+    others with the most tests first (xdist's default order). A long module handed out last runs
+    alone on one worker at the end while the other worker idles; started first, the short modules
+    fill in around it."""
     tests_per_module = Counter(item.path for item in items)
     first_index = {}
     for index, item in enumerate(items):

@@ -16,7 +16,6 @@ import threading
 import time
 
 STOP_SECONDS = 30.0  # never hold up an exit longer than this
-_state = {"installed": False}
 
 
 def _background_consumers():
@@ -45,6 +44,5 @@ def stop_background_batches(timeout: float = STOP_SECONDS) -> None:
 
 def install() -> None:
     """Register :func:`stop_background_batches` to run at interpreter exit (idempotent)."""
-    if not _state["installed"]:
-        atexit.register(stop_background_batches)
-        _state["installed"] = True
+    atexit.unregister(stop_background_batches)
+    atexit.register(stop_background_batches)
