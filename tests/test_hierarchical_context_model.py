@@ -231,3 +231,19 @@ def test_criterion_hooks_switch_length_chunks_off(tiny_data):
     assert model.train_length_chunks == 3
     ModelHooks(lambda m: object()).for_model(model)
     assert model.train_length_chunks == 1
+
+
+def test_length_chunks_run_on_the_cpu_only(tiny_data):
+    # on a GPU every chunk is another round of kernel launches (benchmarks/context_op_count.py)
+    task, model, _ = build(tiny_data, "hmce")
+    task.load_dataset("train")
+    net_input = batch_of(task, "train", list(range(100)))["net_input"]
+    src_tokens, prev_output_tokens = net_input["src_tokens"], net_input["prev_output_tokens"]
+    model.train()
+    chunks = model.training_chunks(src_tokens, prev_output_tokens)
+    assert chunks is not None and len(chunks) == 3
+    assert sorted(torch.cat(chunks).tolist()) == list(range(src_tokens.size(0)))
+    # the same batch on another device (the meta device holds shapes only: no value is read)
+    assert model.training_chunks(src_tokens.to("meta"), prev_output_tokens.to("meta")) is None
+    model.eval()
+    assert model.training_chunks(src_tokens, prev_output_tokens) is None

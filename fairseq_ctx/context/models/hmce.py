@@ -1,6 +1,6 @@
 """Architectures ``hce`` and ``hmce``: Transformer with a hierarchical (memory) context encoder."""
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from fairseq.models import register_model, register_model_architecture
@@ -45,9 +45,11 @@ class HierarchicalContextConfig(SentenceInitConfig):
     )
     train_length_chunks: int = field(
         default=3,
-        metadata={"help": "training only: run each batch as up to this many chunks of similar-length "
-                  "sentences (document-window batches mix lengths; each chunk is padded to its own "
-                  "longest sentence). Same loss and gradients up to float rounding; 1 = one padded pass"},
+        metadata={"help": "training on the CPU only: run each batch as up to this many chunks of "
+                  "similar-length sentences (document-window batches mix lengths; each chunk is padded to "
+                  "its own longest sentence). Same loss and gradients up to float rounding; 1 = one padded "
+                  "pass, which is what a batch on a GPU always gets (there each chunk is another round of "
+                  "kernel launches, which costs more than the padding it saves)"},
     )
 
 
@@ -84,6 +86,19 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
         """Turn length chunks off (:class:`SinglePass`)."""
         self.train_length_chunks = 1
 
+    def training_chunks(self, src_tokens: Tensor, prev_output_tokens: Tensor) -> Optional[List[Tensor]]:
+        """The batch rows of each length chunk (:func:`length_chunks`), or None for one pass: in
+        eval mode, with ``--train-length-chunks 1`` and for a batch that is not on the CPU. Chunks
+        trade padded positions for more, smaller operations: on the CPU that pays
+        (examples/context_mt/results/speed.md); on a GPU, where small operations cost their launch
+        rather than their arithmetic, 3 chunks made a training step run 2.5× as many operations
+        (benchmarks/context_op_count.py)."""
+        if not self.training or self.train_length_chunks <= 1 or src_tokens.device.type != "cpu":
+            return None
+        pad = self.decoder.padding_idx
+        lengths = torch.maximum(src_tokens.ne(pad).sum(dim=1), prev_output_tokens.ne(pad).sum(dim=1))
+        return length_chunks(lengths, self.train_length_chunks)
+
     def forward(
         self,
         src_tokens: Tensor,
@@ -95,16 +110,13 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
         alignment_heads: Optional[int] = None,
         **context_entries: Tensor,
     ):
-        """In training, a batch of mixed lengths (document windows) runs as length chunks
+        """In training on the CPU, a batch of mixed lengths (document windows) runs as length chunks
         (``--train-length-chunks``): each chunk's encoder and decoder pass is cut to its own
         longest sentence; the output and the decoder's ``extra`` (``attn``, ``inner_states``)
         are reassembled in batch order, zeros at padding, so callers see the single pass's
         shapes and, at real positions, its numbers."""
         pad = self.decoder.padding_idx
-        chunks = None
-        if self.training and self.train_length_chunks > 1:
-            lengths = torch.maximum(src_tokens.ne(pad).sum(dim=1), prev_output_tokens.ne(pad).sum(dim=1))
-            chunks = length_chunks(lengths, self.train_length_chunks)
+        chunks = self.training_chunks(src_tokens, prev_output_tokens)
         if chunks is None:
             return super().forward(
                 src_tokens, src_lengths, prev_output_tokens, return_all_hiddens=return_all_hiddens,
