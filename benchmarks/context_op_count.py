@@ -1,6 +1,7 @@
 """Operations per training step of the context models against the sentence-level Transformer.
 
-Usage: ``python benchmarks/context_op_count.py [--size base] [--max-tokens 4096] [--results DIR]``
+Usage: ``python benchmarks/context_op_count.py [--size base] [--max-tokens 4096] [--device cuda] [--amp]
+[--results DIR]``
 
 Why: on a GPU a training step of a Transformer-sized model costs about one kernel launch per
 operation before it costs arithmetic, so a model that runs many more, smaller operations than
@@ -18,6 +19,16 @@ and the operations that make the host wait for the device (``nonzero``, a tensor
 Python number, indexing with a boolean mask). hce/hmce are counted twice: with their CPU path
 (``--train-length-chunks``, default 3: a batch of mixed lengths runs as up to 3 chunks of
 similar lengths) and with the single pass that a batch on a GPU always runs.
+
+With ``--device cuda`` (the single-pass rows only: there is no other path on a GPU) each batch is
+also run twice more after one untimed warm-up step: timed (seconds per step, median over the
+batches), and through torch's profiler, which gives what the count stands for there: CUDA kernels
+launched per step, the GPU's busy share of the step (the kernels' summed time / the step's time;
+far below 1 when the step is bound by launching kernels) and the host's waits for the device
+(``cudaStreamSynchronize``/``cudaDeviceSynchronize`` calls). On the CPU, time the models with
+``benchmarks/context_speed.py``. ``--amp``: forward
+passes under autocast (bfloat16 on the CPU, float16 on CUDA), as fairseq's ``--amp``. No optimizer
+step is taken: the numbers are the forward and backward pass's.
 """
 import argparse
 import json
@@ -29,11 +40,14 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq import utils
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
@@ -42,6 +56,8 @@ from devtools.machine_facts import this_machine, utc_now  # noqa: E402
 
 SETTINGS = [("transformer", 0, False), ("ctx_concat", 2, False), ("hce", 2, False), ("hce", 2, True),
             ("hmce", 2, False), ("hmce", 2, True)]
+CHUNKED = {"hce", "hmce"}  # their rows without single_pass run the CPU-only length chunks
+DEVICE_WAITS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"}
 SYNCS = {"aten.nonzero.default", "aten._local_scalar_dense.default"}
 LEGEND = ("Counted at torch's dispatcher, backward included: operations = those that do not only return a view "
           "(a view launches no kernel); host syncs = nonzero, a tensor read as a Python number, indexing with a "
@@ -75,6 +91,26 @@ class Row:
     operations: float
     matrix_products: float
     host_syncs: float
+    seconds_per_step: Optional[float] = None  # CUDA only, with the profiler's numbers below
+    kernels: Optional[float] = None
+    gpu_busy: Optional[float] = None
+    device_waits: Optional[float] = None
+
+
+def profiled(step: Callable[[], None]) -> Dict[str, float]:
+    """CUDA kernels launched, their summed time / the step's time, and the host's waits for the
+    device, in one run of ``step`` under torch's profiler."""
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+    events = prof.events()
+    kernels = [event for event in events if event.device_type == DeviceType.CUDA]
+    busy_us = sum(event.time_range.elapsed_us() for event in kernels)
+    return {"kernels": len(kernels), "gpu_busy": busy_us / 1e6 / seconds,
+            "device_waits": sum(event.name in DEVICE_WAITS for event in events)}
 
 
 def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -83,56 +119,85 @@ def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=4096, help="fairseq's --max-tokens of every batch")
     parser.add_argument("--batches", type=int, default=3, help="training batches counted per setting (mean reported)")
     parser.add_argument("--train-sentences", type=int, default=3000, help="generated training sentences")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cuda: also the kernels, the GPU's busy share and the waits per step (profiler)")
+    parser.add_argument("--amp", action="store_true", help="forward passes under autocast (fairseq's --amp)")
     parser.add_argument("--results", help="directory for context_op_count.{md,json}")
     return parser.parse_args(argv)
 
 
-def count_setting(data_bin: Path, arch: str, context_size: int, single_pass: bool, args: argparse.Namespace) -> Row:
+def measure_setting(data_bin: Path, arch: str, context_size: int, single_pass: bool,
+                    args: argparse.Namespace) -> Row:
     parser = options.get_training_parser()
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, input_args=[
         str(data_bin), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", str(context_size),
-        "--arch", arch, "--cpu", "--seed", "1", *SIZES[args.size].fairseq_args(), "--criterion",
+        "--arch", arch, "--seed", "1", *SIZES[args.size].fairseq_args(), "--criterion",
         "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens)]))
     task = tasks.setup_task(cfg.task)
     task.load_dataset("train")
-    model = task.build_model(cfg.model)
+    model = task.build_model(cfg.model).to(args.device)
     criterion = task.build_criterion(cfg.criterion)
     if single_pass:
         model.use_single_pass()
     batches = task.get_batch_iterator(task.dataset("train"), max_tokens=args.max_tokens, seed=1).next_epoch_itr(
         shuffle=True)
+    samples = [utils.move_to_cuda(sample) if args.device == "cuda" else sample
+               for _, sample in zip(range(args.batches), batches)]
     model.train()
-    counts: List[OperationCount] = []
-    tokens = []
-    for _, sample in zip(range(args.batches), batches):
-        with OperationCount() as count:
+
+    def step(sample: dict) -> None:
+        with torch.autocast(args.device, enabled=args.amp):
             loss, _, _ = criterion(model, sample)
-            loss.backward()
+        loss.backward()
         model.zero_grad()
+
+    counts: List[OperationCount] = []
+    seconds, device = [], []
+    for sample in samples:
+        with OperationCount() as count:
+            step(sample)
         counts.append(count)
-        tokens.append(sample["ntokens"])
+    if args.device == "cuda":
+        step(samples[0])
+        for sample in samples:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            step(sample)
+            torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - start)
+            device.append(profiled(lambda: step(sample)))
     name = f"{arch} --context-size {context_size}" + (" (single pass, as on a GPU)" if single_pass else "")
-    return Row(name, statistics.mean(tokens), *(statistics.mean(getattr(c, key) for c in counts)
-                                                for key in ("operations", "products", "syncs")))
+    return Row(name, statistics.mean(sample["ntokens"] for sample in samples),
+               *(statistics.mean(getattr(c, key) for c in counts) for key in ("operations", "products", "syncs")),
+               statistics.median(seconds) if seconds else None,
+               *(statistics.mean(d[key] for d in device) if device else None
+                 for key in ("kernels", "gpu_busy", "device_waits")))
 
 
 def table(rows: Sequence[Row]) -> List[str]:
     baseline = rows[0]
-    lines = ["| setting | target tokens | operations | / transformer's | matrix products | host syncs |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| setting | target tokens | operations | / transformer's | matrix products | host syncs | s/step "
+             "| kernels | GPU busy | device waits |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
+        device = ("— | — | — | —" if row.seconds_per_step is None else
+                  f"{row.seconds_per_step:.3f} | {row.kernels:.0f} | {row.gpu_busy:.0%} | {row.device_waits:.0f}")
         lines.append(f"| {row.setting} | {row.target_tokens:.0f} | {row.operations:.0f} | "
-                     f"{row.operations / baseline.operations:.2f} | {row.matrix_products:.0f} | {row.host_syncs:.0f} |")
+                     f"{row.operations / baseline.operations:.2f} | {row.matrix_products:.0f} | {row.host_syncs:.0f} | "
+                     f"{device} |")
     return lines
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_cli(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device here (torch.cuda.is_available() is False)")
     torch.manual_seed(1)
     start, load = time.time(), os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="context_op_count_") as root:
         build_data(Path(root), seed=1, train_sentences=args.train_sentences, test_sentences=30, per_line=3)
-        rows = [count_setting(Path(root) / "data-bin", *setting, args) for setting in SETTINGS]
+        settings = [(arch, size, single) for arch, size, single in SETTINGS
+                    if args.device == "cpu" or single or arch not in CHUNKED]
+        rows = [measure_setting(Path(root) / "data-bin", *setting, args) for setting in settings]
     header = {
         "date": utc_now(), "machine": this_machine().describe(), "load average before": f"{load:.2f}",
         "model size": f"{args.size} ({' '.join(SIZES[args.size].fairseq_args())})",

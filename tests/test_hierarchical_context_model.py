@@ -133,18 +133,27 @@ def test_context_cache_and_reuse_give_the_separately_encoded_result(tiny_data, a
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
-def test_reuse_gives_the_separately_encoded_gradients(tiny_data):
+def test_reuse_gives_the_separately_encoded_loss_and_gradients(tiny_data):
+    # in training, context sentences that are sources of the batch are pooled from the source pass,
+    # and the others are encoded in that pass as more rows; --no-context-cache encodes every slot apart
     task, model, cfg = build(tiny_data, "hmce", ["--dropout", "0", "--attention-dropout", "0"])
     task.load_dataset("train")
     criterion = task.build_criterion(cfg.criterion)
-    sample = batch_of(task, "train", list(range(12)))
-    assert sample["net_input"]["context_source_row"].ge(0).any()
-    grads = []
+    sample = batch_of(task, "train", list(range(5, 17)))
+    net_input = sample["net_input"]
+    assert net_input["context_source_row"].ge(0).any()
+    model.train()
+    rows = model.encoder.context_rows_to_encode_with_sources(net_input["src_tokens"], ContextInputs.of(net_input))
+    assert rows is not None and net_input["context_source_row"][rows].lt(0).all()
+    losses, grads = [], []
     for enabled in (False, True):
         model.encoder.set_context_cache(enabled)
         model.zero_grad()
-        criterion(model, sample)[0].backward()
+        loss = criterion(model, sample)[0]
+        loss.backward()
+        losses.append(loss.detach())
         grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
+    torch.testing.assert_close(losses[1], losses[0], atol=1e-4, rtol=1e-5)
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-4, rtol=1e-4, msg=name)
 

@@ -1,4 +1,5 @@
 """The hierarchical (memory) context encoder of HCE/HMCE."""
+import dataclasses
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -23,6 +24,21 @@ from fairseq_ctx.context.modules.target_context import TargetContext
 from fairseq_ctx.core.length_chunks import trim_padding
 
 SourceRowPooling = Callable[[Tensor], Tensor]
+
+
+def first_rows(out: Dict[str, List[Optional[Tensor]]], count: int) -> Dict[str, List[Optional[Tensor]]]:
+    """An encoder output with only its first ``count`` batch rows (views: no copy)."""
+    batch_second = ("encoder_out", "encoder_states", "fc_results", "lower_level")
+    return {key: [None if value is None else value.narrow(1 if key in batch_second else 0, 0, count)
+                  for value in values]
+            for key, values in out.items()}
+
+
+def read_rows(context_tokens: Tensor, context_index: Tensor) -> Tensor:
+    """(U,) True for the rows of ``context_tokens`` that some slot of ``context_index`` reads."""
+    needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
+    needed[context_index[context_index.ge(0)]] = True
+    return needed
 
 
 class HierarchicalContextEncoder(ContextEncoderBase):
@@ -55,6 +71,9 @@ class HierarchicalContextEncoder(ContextEncoderBase):
     - training and inference: a context sentence that is also a source of the batch
       (``context_source_row`` ≥ 0, the usual case with document-window batching) is pooled
       from the source encoder's states instead of being encoded a second time;
+    - with autograd (training): the other context sentences, when no longer than the batch's
+      sources, are encoded as more rows of the source pass (:meth:`forward_with_context_rows`),
+      so the lower level runs once per batch;
     - inference (eval mode, no autograd): pooled vectors s_i are kept in a
       :class:`SentenceVectorCache`, so each sentence of a document is encoded once.
 
@@ -222,8 +241,7 @@ class HierarchicalContextEncoder(ContextEncoderBase):
         ``context_index`` (B, N), each plus the embedding of its slot distance, and the slot mask
         (B, N), True for empty slots; ``cache`` as in :meth:`context_vectors`, unless the
         reference computation (``--no-context-cache``) encodes every slot on its own."""
-        needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
-        needed[context_index[context_index.ge(0)]] = True
+        needed = read_rows(context_tokens, context_index)
         empty = context_index.lt(0)
         if not needed.any():
             vectors = self.encode_context_sentences(placeholder_sentence(src_tokens, self.dictionary.eos()), embed)
@@ -287,10 +305,46 @@ class HierarchicalContextEncoder(ContextEncoderBase):
         token_embeddings: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
         reuse = self.reuses_source_encodings and context.context_source_row is not None
+        rows = (self.context_rows_to_encode_with_sources(src_tokens, context)
+                if reuse and token_embeddings is None and (self.training or torch.is_grad_enabled()) else None)
+        if rows is not None:
+            return self.forward_with_context_rows(src_tokens, src_lengths, context, rows, return_all_hiddens)
         out = self.encode_sources(src_tokens, src_lengths, return_all_hiddens, reuse, token_embeddings)
         pool = self.source_row_pooling([out], [torch.arange(src_tokens.size(0), device=src_tokens.device)]) if reuse else None
         slots, empty = self.all_context_slots(src_tokens, context, pool)
         return self.fuse_context(out, slots, empty)
+
+    def context_rows_to_encode_with_sources(self, src_tokens: Tensor, context: ContextInputs) -> Optional[Tensor]:
+        """The context rows (of ``context.context_tokens``) that some slot reads, that no source of
+        the batch holds and that are no longer than the batch's sources (so encoding them as more
+        rows of the source batch widens nothing); None when there are none."""
+        tokens, index = context.context_tokens, context.context_index
+        if tokens is None or index is None:
+            return None
+        lengths = tokens[:, 1:].ne(self.padding_idx).sum(dim=1)
+        rows = (read_rows(tokens, index) & context.context_source_row.lt(0) & lengths.le(src_tokens.size(1))).nonzero().squeeze(1)
+        return rows if rows.numel() else None
+
+    def forward_with_context_rows(
+        self, src_tokens: Tensor, src_lengths: Tensor, context: ContextInputs, rows: Tensor, return_all_hiddens: bool,
+    ) -> Dict[str, List[Tensor]]:
+        """:meth:`forward_with_context` with the context sentences ``rows`` encoded in the same pass
+        as the sources, as more rows of the batch (one pass instead of two: on a GPU, half the
+        kernel launches of the lower level), then pooled from it like the sources that are also
+        context. Every row is encoded on its own (attention is masked per row), so the numbers
+        are those of encoding the rows apart, up to float rounding."""
+        batch, width = src_tokens.size()
+        sentences = context.context_tokens[rows, 1:]
+        sentences = sentences[:, :width] if sentences.size(1) >= width else torch.nn.functional.pad(
+            sentences, (0, width - sentences.size(1)), value=self.padding_idx)
+        tokens = torch.cat([src_tokens, sentences])
+        lengths = torch.cat([src_lengths, sentences.ne(self.padding_idx).sum(dim=1).to(src_lengths)])
+        both = self.encode_sources(tokens, lengths, return_all_hiddens, reuse=True)
+        source_row = context.context_source_row.clone()
+        source_row[rows] = torch.arange(batch, batch + rows.numel(), device=rows.device)
+        pool = self.source_row_pooling([both], [torch.arange(tokens.size(0), device=tokens.device)])
+        slots, empty = self.all_context_slots(src_tokens, dataclasses.replace(context, context_source_row=source_row), pool)
+        return self.fuse_context(first_rows(both, batch), slots, empty)
 
     def forward_chunks(
         self, src_tokens: Tensor, src_lengths: Tensor, chunks: List[Tensor], context: ContextInputs,
