@@ -321,12 +321,13 @@ class HierarchicalContextEncoder(ContextEncoderBase):
         tokens, index = context.context_tokens, context.context_index
         if tokens is None or index is None:
             return None
-        lengths = tokens[:, 1:].ne(self.padding_idx).sum(dim=1)
-        rows = (read_rows(tokens, index) & context.context_source_row.lt(0) & lengths.le(src_tokens.size(1))).nonzero().squeeze(1)
+        fits = tokens[:, 1:].ne(self.padding_idx).sum(dim=1).le(src_tokens.size(1))
+        rows = (read_rows(tokens, index) & context.context_source_row.lt(0) & fits).nonzero().squeeze(1)
         return rows if rows.numel() else None
 
     def forward_with_context_rows(
-        self, src_tokens: Tensor, src_lengths: Tensor, context: ContextInputs, rows: Tensor, return_all_hiddens: bool,
+        self, src_tokens: Tensor, src_lengths: Optional[Tensor], context: ContextInputs, rows: Tensor,
+        return_all_hiddens: bool,
     ) -> Dict[str, List[Tensor]]:
         """:meth:`forward_with_context` with the context sentences ``rows`` encoded in the same pass
         as the sources, as more rows of the batch (one pass instead of two: on a GPU, half the
@@ -338,12 +339,14 @@ class HierarchicalContextEncoder(ContextEncoderBase):
         sentences = sentences[:, :width] if sentences.size(1) >= width else torch.nn.functional.pad(
             sentences, (0, width - sentences.size(1)), value=self.padding_idx)
         tokens = torch.cat([src_tokens, sentences])
-        lengths = torch.cat([src_lengths, sentences.ne(self.padding_idx).sum(dim=1).to(src_lengths)])
+        lengths = None if src_lengths is None else torch.cat(
+            [src_lengths, sentences.ne(self.padding_idx).sum(dim=1).to(src_lengths)])
         both = self.encode_sources(tokens, lengths, return_all_hiddens, reuse=True)
         source_row = context.context_source_row.clone()
         source_row[rows] = torch.arange(batch, batch + rows.numel(), device=rows.device)
         pool = self.source_row_pooling([both], [torch.arange(tokens.size(0), device=tokens.device)])
-        slots, empty = self.all_context_slots(src_tokens, dataclasses.replace(context, context_source_row=source_row), pool)
+        with_rows = dataclasses.replace(context, context_source_row=source_row)
+        slots, empty = self.all_context_slots(src_tokens, with_rows, pool)
         return self.fuse_context(first_rows(both, batch), slots, empty)
 
     def forward_chunks(
