@@ -23,8 +23,8 @@ similar lengths) and with the single pass that a batch on a GPU always runs.
 With ``--device cuda`` (the single-pass rows only: there is no other path on a GPU) each batch is
 also run twice more after one untimed warm-up step: timed (seconds per step, median over the
 batches), and through torch's profiler, which gives what the count stands for there: CUDA kernels
-launched per step, the GPU's busy share of the step (the kernels' summed time / the step's time;
-far below 1 when the step is bound by launching kernels) and the host's waits for the device
+(and copies) launched per step, the GPU's busy share of the step (the kernels' summed time / the
+timed step's time; far below 1 when the step is bound by launching kernels) and the host's waits for the device
 (``cudaStreamSynchronize``/``cudaDeviceSynchronize`` calls). On the CPU, time the models with
 ``benchmarks/context_speed.py``. ``--amp``: forward
 passes under autocast (bfloat16 on the CPU, float16 on CUDA), as fairseq's ``--amp``. No optimizer
@@ -43,9 +43,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
-from fairseq import options, tasks
+from fairseq import options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-from fairseq import utils
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -98,18 +97,15 @@ class Row:
 
 
 def profiled(step: Callable[[], None]) -> Dict[str, float]:
-    """CUDA kernels launched, their summed time / the step's time, and the host's waits for the
-    device, in one run of ``step`` under torch's profiler."""
+    """The CUDA kernels (and copies) of one run of ``step`` under torch's profiler, their summed
+    time in seconds, and the host's waits for the device."""
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        start = time.perf_counter()
         step()
         torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
     events = prof.events()
     kernels = [event for event in events if event.device_type == DeviceType.CUDA]
-    busy_us = sum(event.time_range.elapsed_us() for event in kernels)
-    return {"kernels": len(kernels), "gpu_busy": busy_us / 1e6 / seconds,
+    return {"kernels": len(kernels), "kernel_seconds": sum(event.time_range.elapsed_us() for event in kernels) / 1e6,
             "device_waits": sum(event.name in DEVICE_WAITS for event in events)}
 
 
@@ -167,11 +163,14 @@ def measure_setting(data_bin: Path, arch: str, context_size: int, single_pass: b
             seconds.append(time.perf_counter() - start)
             device.append(profiled(lambda: step(sample)))
     name = f"{arch} --context-size {context_size}" + (" (single pass, as on a GPU)" if single_pass else "")
-    return Row(name, statistics.mean(sample["ntokens"] for sample in samples),
-               *(statistics.mean(getattr(c, key) for c in counts) for key in ("operations", "products", "syncs")),
-               statistics.median(seconds) if seconds else None,
-               *(statistics.mean(d[key] for d in device) if device else None
-                 for key in ("kernels", "gpu_busy", "device_waits")))
+    row = Row(name, statistics.mean(sample["ntokens"] for sample in samples),
+              *(statistics.mean(getattr(c, key) for c in counts) for key in ("operations", "products", "syncs")))
+    if device:
+        row.seconds_per_step = statistics.median(seconds)
+        row.kernels = statistics.mean(d["kernels"] for d in device)
+        row.gpu_busy = statistics.median(d["kernel_seconds"] for d in device) / row.seconds_per_step
+        row.device_waits = statistics.mean(d["device_waits"] for d in device)
+    return row
 
 
 def table(rows: Sequence[Row]) -> List[str]:
