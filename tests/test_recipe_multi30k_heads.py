@@ -156,3 +156,19 @@ def test_head_analysis_without_matplotlib_writes_its_tables_and_says_why_no_pict
     assert sorted(p.name for p in out.iterdir()) == ["heads.csv", "heads.json"]
     warned = [r.getMessage() for r in caplog.records if "matplotlib" in r.getMessage()]
     assert len(warned) == 1 and warned[0].endswith("writing heads.csv and heads.json without the PNG heatmaps")
+
+
+def test_hsic_weight_gives_the_terms_weight_and_gradient_share_linear_in_lambda(controls, tmp_path):
+    import hsic_weight  # examples/cka, on the path through the heads_recipe fixture
+
+    seed_dir = controls.work / "seed1"
+    hsic_weight.main([str(seed_dir / "checkpoints" / "baseline" / "checkpoint_best.pt"), str(seed_dir / "data-bin"),
+                      "--batches", "2", "--max-tokens", "300", "--lambdas", "1e-7,0.01", "--results", str(tmp_path)])
+    rows = json.loads((tmp_path / "hsic_weight.json").read_text())["batches"]
+    assert len(rows) == 2 and all(min(row.values()) > 0 for row in rows)
+    ce = sum(row["ce_per_token"] for row in rows) / 2
+    hsic = sum(row["hsic"] for row in rows) / 2
+    share = sum(row["hsic_gradient"] / row["ce_gradient"] for row in rows) / 2
+    table = (tmp_path / "hsic_weight.md").read_text()
+    assert f"| 1e-07 | {1e-7 * hsic / ce:.3g} | {1e-7 * share:.3g} |" in table
+    assert f"| 0.01 | {0.01 * hsic / ce:.3g} | {0.01 * share:.3g} |" in table

@@ -1,0 +1,113 @@
+"""How much the HSIC regularizer (Yun, 2022, eq. 4.7) weighs against the cross-entropy on a trained
+model, before spending a training run on a value of ``--hsic-lambda``.
+
+    python examples/cka/hsic_weight.py CHECKPOINT DATA [--batches 10] [--lambdas 1e-7,1e-3,1e-2]
+
+On the first ``--batches`` validation batches (fairseq's batch order, ``--max-tokens``), in eval
+mode (no dropout: both gradients come from the same forward pass), with the heads tapped exactly as
+``--criterion head_diversity`` taps them (every attention module, ``--diversity-samples`` sampled
+positions): the cross-entropy per target token (the label-smoothed loss that fairseq's update
+divides by the target tokens), the unweighted HSIC term, and the global norms of the gradients of
+both with respect to every parameter. ``--criterion head_diversity`` minimises CE/token +
+λ·HSIC, so for each λ the table gives λ·HSIC / (CE/token) and the gradient share λ·|∇HSIC| / |∇CE|
+(both linear in λ). Printed as a table, and written to ``hsic_weight.{md,json}`` with
+``--results``.
+"""
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import torch
+from fairseq import checkpoint_utils
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from devtools.machine_facts import this_machine, utc_now  # noqa: E402
+
+from fairseq_ctx.analysis.head_diversity import HeadDiversityCriterion  # noqa: E402
+
+
+def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="hsic_weight.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", help="a trained model's checkpoint")
+    parser.add_argument("data", help="its binarized data directory (the validation split is read)")
+    parser.add_argument("--batches", type=int, default=10, help="validation batches measured")
+    parser.add_argument("--max-tokens", type=int, default=2000, help="tokens per batch")
+    parser.add_argument("--diversity-samples", type=int, default=256, help="as --criterion head_diversity")
+    parser.add_argument("--lambdas", default="1e-7,1e-3,1e-2", help="comma-separated λ_hsic to tabulate")
+    parser.add_argument("--label-smoothing", type=float, default=0.1, help="of the cross-entropy")
+    parser.add_argument("--results", help="directory for hsic_weight.{md,json}")
+    return parser.parse_args(argv)
+
+
+def gradient_norm(loss: torch.Tensor, parameters: List[torch.nn.Parameter]) -> float:
+    grads = torch.autograd.grad(loss, parameters, retain_graph=True, allow_unused=True)
+    return float(torch.sqrt(sum((g.float() ** 2).sum() for g in grads if g is not None)))
+
+
+def measure_batch(model, criterion: HeadDiversityCriterion, sample: dict) -> Dict[str, float]:
+    """CE per target token, the unweighted HSIC term and their gradient norms on one batch."""
+    hooks = criterion.hooks.for_model(model)
+    net_input = sample["net_input"]
+    pad = criterion.padding_idx
+    hooks.tap.reset(net_input["src_tokens"].eq(pad), net_input["prev_output_tokens"].eq(pad))
+    ce, _ = criterion.compute_loss(model, model(**net_input), sample)
+    ce_per_token = ce / sample["ntokens"]
+    hsic, _ = criterion.hsic_term(hooks.tap)
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    return {"ce_per_token": float(ce_per_token), "hsic": float(hsic),
+            "ce_gradient": gradient_norm(ce_per_token, parameters), "hsic_gradient": gradient_norm(hsic, parameters)}
+
+
+def measure(args: argparse.Namespace) -> List[Dict[str, float]]:
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint],
+                                                                    arg_overrides={"data": args.data})
+    model = models[0].eval()
+    task.load_dataset("valid")
+    criterion = HeadDiversityCriterion(task, False, args.label_smoothing, 0.0, 1.0, 0.0, "*", args.diversity_samples, 5)
+    torch.manual_seed(1)
+    batches = task.get_batch_iterator(task.dataset("valid"), max_tokens=args.max_tokens, seed=1).next_epoch_itr(
+        shuffle=False)
+    return [measure_batch(model, criterion, sample) for _, sample in zip(range(args.batches), batches)]
+
+
+def table(rows: Sequence[Dict[str, float]], lambdas: Sequence[float]) -> List[str]:
+    ce = statistics.mean(r["ce_per_token"] for r in rows)
+    hsic = statistics.mean(r["hsic"] for r in rows)
+    share = statistics.mean(r["hsic_gradient"] / r["ce_gradient"] for r in rows)
+    lines = [f"Mean over {len(rows)} batches: CE per target token {ce:.3f}, HSIC (unweighted) {hsic:.3f}, "
+             f"|∇HSIC| / |∇(CE/token)| {share:.3g}.", "",
+             "| λ_hsic | λ·HSIC / (CE/token) | gradient share λ·\\|∇HSIC\\| / \\|∇(CE/token)\\| |", "|---|---|---|"]
+    lines += [f"| {value:g} | {value * hsic / ce:.3g} | {value * share:.3g} |" for value in lambdas]
+    return lines
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_cli(argv)
+    lambdas = [float(value) for value in args.lambdas.split(",")]
+    start = time.time()
+    rows = measure(args)
+    header = {"date": utc_now(), "machine": this_machine().describe(), "checkpoint": args.checkpoint,
+              "batches": f"the first {len(rows)} validation batches of --max-tokens {args.max_tokens}, eval mode",
+              "wall time": f"{time.time() - start:.0f} s",
+              "command": " ".join(shlex.quote(a) for a in ["python", "examples/cka/hsic_weight.py",
+                                                            *(sys.argv[1:] if argv is None else argv)])}
+    lines = ["# Weight of the HSIC regularizer against the cross-entropy", ""]
+    lines += [f"- {key}: {value}" for key, value in header.items()] + ["", *table(rows, lambdas)]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.results:
+        out = Path(args.results)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "hsic_weight.md").write_text(text, encoding="utf-8")
+        (out / "hsic_weight.json").write_text(json.dumps({**header, "batches": rows}, indent=2) + "\n",
+                                              encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
