@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from conftest import USER_DIR, build, make_data_bin, run_fairseq_cli, run_tool
+from devtools.in_process_tools import call_tool
 
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
 from fairseq_ctx.core.scoring import score
@@ -41,11 +42,11 @@ def generate(data: Path, checkpoint: Path, context_size: int, results: Path, ext
 
 
 def train_and_score(data: Path, work: Path, arch: str, context_size: int) -> dict:
-    """Stock fairseq-train in its own process (fairseq keeps the best validation loss of a process in a
-    function attribute, so a second training in the same process would not write checkpoint_best.pt)."""
+    """Stock fairseq-train in this process (``call_tool`` starts each training without the best
+    validation loss that fairseq keeps from the one before), then fairseq-generate and the scores."""
     save_dir = work / f"ckpt-{arch}"
     common = ["--user-dir", USER_DIR, "--task", "context_translation", "--context-size", str(context_size)]
-    run_tool(["fairseq-train", str(data), *common, "--arch", arch, *MODEL, *BUDGET, "--save-dir", str(save_dir)])
+    call_tool("fairseq-train", [str(data), *common, "--arch", arch, *MODEL, *BUDGET, "--save-dir", str(save_dir)])
     output = work / f"generate-{arch}.out"
     output.write_text(generate(data, save_dir / "checkpoint_best.pt", context_size, work / f"results-{arch}"))
     return {"checkpoint": save_dir / "checkpoint_best.pt", "output": output,
