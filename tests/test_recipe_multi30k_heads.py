@@ -165,10 +165,14 @@ def test_hsic_weight_gives_the_terms_weight_and_gradient_share_linear_in_lambda(
     hsic_weight.main([str(seed_dir / "checkpoints" / "baseline" / "checkpoint_best.pt"), str(seed_dir / "data-bin"),
                       "--batches", "2", "--max-tokens", "300", "--lambdas", "1e-7,0.01", "--results", str(tmp_path)])
     rows = json.loads((tmp_path / "hsic_weight.json").read_text())["batches"]
-    assert len(rows) == 2 and all(min(row.values()) > 0 for row in rows)
+    assert len(rows) == 2 and all(row[key] > 0 for row in rows for key in
+                                  ("ce_per_token", "hsic", "ce_gradient", "hsic_gradient", "largest_tensor_share"))
     ce = sum(row["ce_per_token"] for row in rows) / 2
     hsic = sum(row["hsic"] for row in rows) / 2
     share = sum(row["hsic_gradient"] / row["ce_gradient"] for row in rows) / 2
+    largest = max(row["largest_tensor_share"] for row in rows)
+    # the squared global share is a weighted mean of the tensors' squared shares: the largest is at least as large
+    assert all(row["largest_tensor_share"] >= row["hsic_gradient"] / row["ce_gradient"] * (1 - 1e-6) for row in rows)
     table = (tmp_path / "hsic_weight.md").read_text()
-    assert f"| 1e-07 | {1e-7 * hsic / ce:.3g} | {1e-7 * share:.3g} |" in table
-    assert f"| 0.01 | {0.01 * hsic / ce:.3g} | {0.01 * share:.3g} |" in table
+    assert f"| 1e-07 | {1e-7 * hsic / ce:.3g} | {1e-7 * share:.3g} | {1e-7 * largest:.3g} |" in table
+    assert f"| 0.01 | {0.01 * hsic / ce:.3g} | {0.01 * share:.3g} | {0.01 * largest:.3g} |" in table

@@ -9,8 +9,9 @@ mode (no dropout: both gradients come from the same forward pass), with the head
 positions): the cross-entropy per target token (the label-smoothed loss that fairseq's update
 divides by the target tokens), the unweighted HSIC term, and the global norms of the gradients of
 both with respect to every parameter. ``--criterion head_diversity`` minimises CE/token +
-λ·HSIC, so for each λ the table gives λ·HSIC / (CE/token) and the gradient share λ·|∇HSIC| / |∇CE|
-(both linear in λ). Printed as a table, and written to ``hsic_weight.{md,json}`` with
+λ·HSIC, so for each λ the table gives λ·HSIC / (CE/token), the gradient share λ·|∇HSIC| / |∇CE|
+and the largest such share of one parameter tensor (Adam scales each parameter's step by its own
+gradient history), all linear in λ. Printed as a table, and written to ``hsic_weight.{md,json}`` with
 ``--results``.
 """
 import argparse
@@ -45,13 +46,20 @@ def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def gradient_norm(loss: torch.Tensor, parameters: List[torch.nn.Parameter]) -> float:
+def gradients(loss: torch.Tensor, parameters: List[torch.nn.Parameter]) -> List[torch.Tensor]:
+    """The gradient of ``loss`` for each parameter (zeros where it does not reach)."""
     grads = torch.autograd.grad(loss, parameters, retain_graph=True, allow_unused=True)
-    return float(torch.sqrt(sum((g.float() ** 2).sum() for g in grads if g is not None)))
+    return [torch.zeros_like(p, dtype=torch.float) if g is None else g.float() for g, p in zip(grads, parameters)]
 
 
-def measure_batch(model, criterion: HeadDiversityCriterion, sample: dict) -> Dict[str, float]:
-    """CE per target token, the unweighted HSIC term and their gradient norms on one batch."""
+def norm(tensors: List[torch.Tensor]) -> float:
+    return float(torch.sqrt(sum((t ** 2).sum() for t in tensors)))
+
+
+def measure_batch(model, criterion: HeadDiversityCriterion, sample: dict) -> Dict[str, object]:
+    """CE per target token, the unweighted HSIC term, their global gradient norms, and the parameter
+    tensor where the HSIC gradient is largest against the CE's (Adam scales each parameter's step
+    by its own gradient history, so that ratio is the largest relative change of a step)."""
     hooks = criterion.hooks.for_model(model)
     net_input = sample["net_input"]
     pad = criterion.padding_idx
@@ -59,9 +67,12 @@ def measure_batch(model, criterion: HeadDiversityCriterion, sample: dict) -> Dic
     ce, _ = criterion.compute_loss(model, model(**net_input), sample)
     ce_per_token = ce / sample["ntokens"]
     hsic, _ = criterion.hsic_term(hooks.tap)
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    return {"ce_per_token": float(ce_per_token), "hsic": float(hsic),
-            "ce_gradient": gradient_norm(ce_per_token, parameters), "hsic_gradient": gradient_norm(hsic, parameters)}
+    names, parameters = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad])
+    ce_grads, hsic_grads = gradients(ce_per_token, list(parameters)), gradients(hsic, list(parameters))
+    ratios = {name: float(h.norm() / c.norm()) for name, c, h in zip(names, ce_grads, hsic_grads) if c.norm() > 0}
+    largest = max(ratios, key=ratios.get)
+    return {"ce_per_token": float(ce_per_token), "hsic": float(hsic), "ce_gradient": norm(ce_grads),
+            "hsic_gradient": norm(hsic_grads), "largest_tensor": largest, "largest_tensor_share": ratios[largest]}
 
 
 def measure(args: argparse.Namespace) -> List[Dict[str, float]]:
@@ -76,14 +87,18 @@ def measure(args: argparse.Namespace) -> List[Dict[str, float]]:
     return [measure_batch(model, criterion, sample) for _, sample in zip(range(args.batches), batches)]
 
 
-def table(rows: Sequence[Dict[str, float]], lambdas: Sequence[float]) -> List[str]:
+def table(rows: Sequence[Dict[str, object]], lambdas: Sequence[float]) -> List[str]:
     ce = statistics.mean(r["ce_per_token"] for r in rows)
     hsic = statistics.mean(r["hsic"] for r in rows)
     share = statistics.mean(r["hsic_gradient"] / r["ce_gradient"] for r in rows)
+    largest = max(rows, key=lambda r: r["largest_tensor_share"])
     lines = [f"Mean over {len(rows)} batches: CE per target token {ce:.3f}, HSIC (unweighted) {hsic:.3f}, "
-             f"|∇HSIC| / |∇(CE/token)| {share:.3g}.", "",
-             "| λ_hsic | λ·HSIC / (CE/token) | gradient share λ·\\|∇HSIC\\| / \\|∇(CE/token)\\| |", "|---|---|---|"]
-    lines += [f"| {value:g} | {value * hsic / ce:.3g} | {value * share:.3g} |" for value in lambdas]
+             f"|∇HSIC| / |∇(CE/token)| {share:.3g}; per parameter tensor at most {largest['largest_tensor_share']:.3g} "
+             f"({largest['largest_tensor']}).", "",
+             "| λ_hsic | λ·HSIC / (CE/token) | gradient share λ·\\|∇HSIC\\| / \\|∇(CE/token)\\| "
+             "| largest share of one parameter tensor |", "|---|---|---|---|"]
+    lines += [f"| {value:g} | {value * hsic / ce:.3g} | {value * share:.3g} | "
+              f"{value * largest['largest_tensor_share']:.3g} |" for value in lambdas]
     return lines
 
 
