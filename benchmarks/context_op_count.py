@@ -199,6 +199,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         rows = [measure_setting(Path(root) / "data-bin", *setting, args) for setting in settings]
     header = {
         "date": utc_now(), "machine": this_machine().describe(), "load average before": f"{load:.2f}",
+        "device": args.device, "precision": "autocast (--amp)" if args.amp else "float32",
+        "seed": "1 (generated documents, initialisation, batch order)",
         "model size": f"{args.size} ({' '.join(SIZES[args.size].fairseq_args())})",
         "batches": f"--max-tokens {args.max_tokens}, the first {args.batches} training batches of each setting (mean)",
         "wall time": f"{time.time() - start:.0f} s",

@@ -109,6 +109,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     rows = measure(args)
     header = {"date": utc_now(), "machine": this_machine().describe(), "checkpoint": args.checkpoint,
               "batches": f"the first {len(rows)} validation batches of --max-tokens {args.max_tokens}, eval mode",
+              "precision": "float32", "seed": "1 (the positions sampled per module)",
               "wall time": f"{time.time() - start:.0f} s",
               "command": " ".join(shlex.quote(a) for a in ["python", "examples/cka/hsic_weight.py",
                                                             *(sys.argv[1:] if argv is None else argv)])}
