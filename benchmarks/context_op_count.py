@@ -31,9 +31,7 @@ passes under autocast (bfloat16 on the CPU, float16 on CUDA), as fairseq's ``--a
 step is taken: the numbers are the forward and backward pass's.
 """
 import argparse
-import json
 import os
-import shlex
 import statistics
 import sys
 import tempfile
@@ -52,6 +50,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from context_speed import SIZES, USER_DIR, build_data  # noqa: E402
 from devtools.machine_facts import this_machine, utc_now  # noqa: E402
+from devtools.results_file import results_page, script_command, write_results  # noqa: E402
 
 SETTINGS = [("transformer", 0, False), ("ctx_concat", 2, False), ("hce", 2, False), ("hce", 2, True),
             ("hmce", 2, False), ("hmce", 2, True)]
@@ -204,20 +203,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         "model size": f"{args.size} ({' '.join(SIZES[args.size].fairseq_args())})",
         "batches": f"--max-tokens {args.max_tokens}, the first {args.batches} training batches of each setting (mean)",
         "wall time": f"{time.time() - start:.0f} s",
-        "command": " ".join(shlex.quote(a) for a in ["python", "benchmarks/context_op_count.py",
-                                                      *(sys.argv[1:] if argv is None else argv)]),
+        "command": script_command("benchmarks/context_op_count.py", argv),
     }
-    lines = ["# Operations per training step (forward + backward) of the context models", ""]
-    lines += [f"- {key}: {value}" for key, value in header.items()]
-    lines += ["", *table(rows), "", LEGEND]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.results:
-        out = Path(args.results)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "context_op_count.md").write_text(text, encoding="utf-8")
-        (out / "context_op_count.json").write_text(
-            json.dumps({**header, "rows": [asdict(r) for r in rows]}, indent=2) + "\n", encoding="utf-8")
+    page = results_page("Operations per training step (forward + backward) of the context models", header,
+                        [*table(rows), "", LEGEND])
+    print(page)
+    write_results(args.results, "context_op_count", page, {**header, "rows": [asdict(r) for r in rows]})
 
 
 if __name__ == "__main__":

@@ -25,10 +25,8 @@ other processes distort much less than wall time). ``--results DIR`` writes
     python benchmarks/cpu_mixed_precision.py --clock cpu --threads 1 [--dims 256,512] [--models hmce,tmde]
 """
 import argparse
-import json
 import logging
 import os
-import shlex
 import statistics
 import sys
 import tempfile
@@ -55,6 +53,7 @@ import fairseq_ctx  # noqa: E402
 from context_speed import build_data as build_context_data  # noqa: E402
 from embedding_speed import join_lines  # noqa: E402
 from devtools.machine_facts import this_machine, utc_now  # noqa: E402
+from devtools.results_file import script_command, write_results  # noqa: E402
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
 from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
 from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
@@ -306,20 +305,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         "updates": f"{args.warmup} untimed + {args.updates} timed per precision, turn by turn; "
                    f"{args.gen_batches} timed beam-search batches",
         "wall time": f"{time.time() - start:.0f} s",
-        "command": " ".join(shlex.quote(a) for a in ["python", "benchmarks/cpu_mixed_precision.py",
-                                                      *(sys.argv[1:] if argv is None else argv)]),
+        "command": script_command("benchmarks/cpu_mixed_precision.py", argv),
     }
     ceilings = {dims: matmul_ceiling(dims, clock) for dims in args.dims}
     text = markdown(rows, header, ceilings)
     print(text)
-    if args.results:
-        out = Path(args.results)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "cpu_mixed_precision.md").write_text(text, encoding="utf-8")
-        (out / "cpu_mixed_precision.json").write_text(json.dumps(
-            {**header, "matmul_ceiling": ceilings,
-             "rows": [{**asdict(r), "train_ratio": r.train_ratio, "gen_ratio": r.gen_ratio} for r in rows]},
-            indent=2), encoding="utf-8")
+    write_results(args.results, "cpu_mixed_precision", text, {
+        **header, "matmul_ceiling": ceilings,
+        "rows": [{**asdict(r), "train_ratio": r.train_ratio, "gen_ratio": r.gen_ratio} for r in rows]})
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ untimed warm-up updates. Needs an otherwise idle machine (the load average is pr
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -85,6 +84,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         return
     import cpu_mixed_precision as bench
     from devtools.machine_facts import this_machine, utc_now
+    from devtools.results_file import results_page, script_command, write_results
 
     model = next(m for m in bench.models(args.dims) if m.name == args.model)
     start = time.time()
@@ -99,22 +99,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         "machine": this_machine(torch_threads=2).describe(), "load average before": f"{load:.2f}",
         "model": f"{args.model}, {args.dims} dims, {'--amp' if args.amp else 'float32'}, {args.max_tokens} tokens per batch",
         "updates": f"{args.warmup} untimed + {args.updates} timed per process", "wall time": f"{time.time() - start:.0f} s",
-        "command": " ".join(shlex.quote(a) for a in ["python", "benchmarks/cpu_threads.py",
-                                                      *(sys.argv[1:] if argv is None else argv)]),
+        "command": script_command("benchmarks/cpu_threads.py", argv),
     }
-    lines = ["# Two cores: one training with two threads, or two with one thread each", ""]
-    lines += [f"- {key}: {value}" for key, value in header.items()]
-    lines += ["", "| setting | words/s of the machine |", "|---|---|"]
+    lines = ["| setting | words/s of the machine |", "|---|---|"]
     lines += [f"| {r['processes']} process(es) × {r['threads']} thread(s) | {r['words_per_s']:.0f} |" for r in rows]
     lines += ["", f"Two single-thread trainings / one two-thread training: **{ratio:.2f}** — {better} does more."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.results:
-        out = Path(args.results)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "cpu_threads.md").write_text(text, encoding="utf-8")
-        (out / "cpu_threads.json").write_text(json.dumps({**header, "rows": rows, "ratio": ratio}, indent=2),
-                                              encoding="utf-8")
+    page = results_page("Two cores: one training with two threads, or two with one thread each", header, lines)
+    print(page)
+    write_results(args.results, "cpu_threads", page, {**header, "rows": rows, "ratio": ratio})
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ gradient history), all linear in λ. Printed as a table, and written to ``hsic_w
 ``--results``.
 """
 import argparse
-import json
-import shlex
 import statistics
 import sys
 import time
@@ -28,6 +26,7 @@ from fairseq import checkpoint_utils
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from devtools.machine_facts import this_machine, utc_now  # noqa: E402
+from devtools.results_file import results_page, script_command, write_results  # noqa: E402
 
 from fairseq_ctx.analysis.head_diversity import HeadDiversityCriterion  # noqa: E402
 
@@ -111,18 +110,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               "batches": f"the first {len(rows)} validation batches of --max-tokens {args.max_tokens}, eval mode",
               "precision": "float32", "seed": "1 (the positions sampled per module)",
               "wall time": f"{time.time() - start:.0f} s",
-              "command": " ".join(shlex.quote(a) for a in ["python", "examples/cka/hsic_weight.py",
-                                                            *(sys.argv[1:] if argv is None else argv)])}
-    lines = ["# Weight of the HSIC regularizer against the cross-entropy", ""]
-    lines += [f"- {key}: {value}" for key, value in header.items()] + ["", *table(rows, lambdas)]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.results:
-        out = Path(args.results)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "hsic_weight.md").write_text(text, encoding="utf-8")
-        (out / "hsic_weight.json").write_text(json.dumps({**header, "batches": rows}, indent=2) + "\n",
-                                              encoding="utf-8")
+              "command": script_command("examples/cka/hsic_weight.py", argv)}
+    page = results_page("Weight of the HSIC regularizer against the cross-entropy", header, table(rows, lambdas))
+    print(page)
+    write_results(args.results, "hsic_weight", page, {**header, "batches": rows})
 
 
 if __name__ == "__main__":
