@@ -163,6 +163,24 @@ def test_each_seed_has_the_work_layout_of_a_one_seed_run(seeded):
     assert first.read_text() != second.read_text()  # two trainings, not one copied
 
 
+def test_the_shuffled_decoding_command_reads_a_kept_data_directory_with_the_second_source_permuted(seeded):
+    from fairseq.data import indexed_dataset
+
+    for seed in (1, 2):
+        record = json.loads((seeded.work / f"seed{seed}" / "results" / "serial-fr.json").read_text())
+        for stem, split in (("test_2016_flickr", "test"), (EXTRA_TEST, EXTRA_TEST)):
+            shuffled_command = record["test_sets"][stem]["commands"][1]
+            data_dir = Path(shuffled_command.split()[1])
+            assert data_dir == seeded.work / f"seed{seed}" / "eval" / "serial-fr" / "shuffled" / f"data-bin.{split}"
+            original, permuted = (indexed_dataset.MMapIndexedDataset(str(d / f"{split}.fr-de.fr"))
+                                  for d in (seeded.work / f"seed{seed}" / "data-bin", data_dir))
+            rows = [tuple(original[i].tolist()) for i in range(len(original))]
+            shuffled_rows = [tuple(permuted[i].tolist()) for i in range(len(permuted))]
+            assert sorted(rows) == sorted(shuffled_rows) and rows != shuffled_rows
+            assert (data_dir / f"{split}.en-de.en.bin").resolve() == (seeded.work / f"seed{seed}" / "data-bin" /
+                                                                      f"{split}.en-de.en.bin").resolve()
+
+
 def test_tables_give_mean_sd_and_the_tests_over_seeds_per_test_set(seeded):
     assert seeded.summary["seeds"] == [1, 2] and seeded.summary["test_sets"].keys() == {"test_2016_flickr", EXTRA_TEST}
     assert f"## Test set {EXTRA_TEST} (10 sentences)" in seeded.table

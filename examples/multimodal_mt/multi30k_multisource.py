@@ -26,8 +26,8 @@ import argparse
 import functools
 import json
 import shlex
+import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,7 +161,7 @@ def generate_step(model: Model, data_bin: Path, user_dir: str, path: Path, out: 
         "--required-batch-size-multiple", "1", "--post-process", "sentencepiece", "--cpu", "--results-path", str(out)])
 
 
-def shuffled_data_dir(data_bin: Path, target: str, lang: str, split: str, seed: int) -> None:
+def shuffled_data_dir(data_bin: Path, target: Path, lang: str, split: str, seed: int) -> None:
     """``data_bin`` with split ``split``'s extra source ``lang`` permuted across the split, as
     ``fairseq-ctx-adversarial --shuffle LANG`` builds it."""
     import numpy as np
@@ -174,7 +174,9 @@ def shuffled_data_dir(data_bin: Path, target: str, lang: str, split: str, seed: 
 
 def decode(model_run: ModelRun, stem: str) -> dict:
     """Beam search over test set ``stem`` into ``eval/<name>/generate-<split>.txt`` and, for a
-    multi-source model, with the second source shuffled into ``eval/<name>/shuffled/``."""
+    multi-source model, with the second source shuffled into ``eval/<name>/shuffled/``, from
+    ``eval/<name>/shuffled/data-bin.<split>`` (the data-bin's files linked, the split's second
+    source permuted by the seed), which stays so that the recorded command runs again as is."""
     model, args, data_bin = model_run.model, model_run.args, model_run.seed_dir / "data-bin"
     split, best, out = split_name(stem), model_run.checkpoint_dir / "checkpoint_best.pt", model_run.eval_dir
     start = time.time()
@@ -182,11 +184,13 @@ def decode(model_run: ModelRun, stem: str) -> dict:
     run(steps[0])
     if model.extra is not None:
         shuffled = out / "shuffled"
-        shuffled.mkdir(exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            shuffled_data_dir(data_bin, tmp, model.extra, split, model_run.seed)
-            steps.append(generate_step(model, Path(tmp), model_run.user_dir, best, shuffled, args, split))
-            run(steps[-1])
+        shuffled_data = shuffled / f"data-bin.{split}"
+        if shuffled_data.exists():
+            shutil.rmtree(shuffled_data)
+        shuffled_data.mkdir(parents=True)
+        shuffled_data_dir(data_bin, shuffled_data, model.extra, split, model_run.seed)
+        steps.append(generate_step(model, shuffled_data, model_run.user_dir, best, shuffled, args, split))
+        run(steps[-1])
     return {"split": split, "eval_wall_s": time.time() - start, "commands": [step.shell for step in steps]}
 
 
