@@ -60,6 +60,40 @@ def test_the_baseline_is_the_multi_source_recipes_text_only_model(controls):
         assert f"--criterion head_diversity --label-smoothing 0.1 {option} " in record["train_command"]
 
 
+def test_the_baseline_can_be_the_multi_source_run_itself_without_training_it_again(heads_recipe, controls, tmp_path):
+    source, work = controls.root / "multisource", tmp_path / "adopted"
+    before = {path: path.stat().st_mtime_ns for path in source.rglob("*") if path.is_file()}
+    heads_recipe.main([str(controls.data), "--work", str(work), "--seed", "1", "--variants", "baseline",
+                       "--baseline-from", str(source), "--max-positions", "300", "--jobs", "1", *SETTINGS])
+    record = json.loads((work / "results" / "baseline.json").read_text())
+    text_only = json.loads((source / "results" / "text-only.json").read_text())
+    assert (record["valid_bleu"], record["train_command"]) == (text_only["valid_bleu"], text_only["train_command"])
+    assert record["baseline_from"] == str((source / "results" / "text-only.json").resolve())
+    assert (work / "checkpoints" / "baseline").resolve() == (source / "checkpoints" / "text-only").resolve()
+    results = work / "results-tables"
+    same = source / "results-tables" / "hypotheses" / "text-only.seed1.test_2016_flickr.de"
+    assert (results / "hypotheses" / "baseline.seed1.test_2016_flickr.de").read_text() == same.read_text()
+    adopted = json.loads((work / "heads" / "baseline" / "heads.json").read_text())["baseline"]
+    trained = json.loads((controls.work / "seed1" / "heads" / "baseline" / "heads.json").read_text())["baseline"]
+    assert {m: v["mean_cka"] for m, v in adopted.items()} == pytest.approx({m: v["mean_cka"] for m, v in trained.items()})
+    assert "The baseline of seed 1 is the multi-source recipe's text-only run of that seed (`--baseline-from`)" \
+        in (results / "multi30k_heads.md").read_text()
+    assert before == {path: path.stat().st_mtime_ns for path in source.rglob("*") if path.is_file()}
+
+
+def test_a_baseline_from_a_run_without_the_seed_or_with_other_settings_is_refused_before_any_work(
+        heads_recipe, controls, tmp_path, capsys):
+    source, work = str(controls.root / "multisource"), tmp_path / "refused"
+    for extra, message in (
+            (["--seeds", "1,2"], f"{Path(source).resolve()}/seed2/results/text-only.json does not exist"),
+            (["--seed", "1", "--lr", "5e-3"], "text-only.json was trained with other settings (lr: 0.01 there, 0.005 now)"),
+            (["--seed", "1", "--variants", "drophead0.3"], "--baseline-from gives the baseline variant")):
+        with pytest.raises(SystemExit):
+            heads_recipe.main([str(controls.data), "--work", str(work), "--baseline-from", source, *SETTINGS, *extra])
+        assert message in capsys.readouterr().err
+        assert not (work / "data-bin").exists() and not (work / "seed1").exists()
+
+
 def test_similarity_is_the_mean_of_the_head_analysis_and_the_verdicts_follow_it(controls):
     rows = {row["name"]: row for row in controls.summary["similarity"]}
     assert sorted(rows) == ["baseline", "drophead0.3", "hsic0.1"]

@@ -28,10 +28,11 @@ from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "multimodal_mt"))
 
-from multi30k_multisource import (Invocation, add_model_arguments, add_run_arguments, finish_model,  # noqa: E402
-                                  parse_command_line, run_and_report, start_run)
+from multi30k_multisource import (Invocation, RunContext, add_model_arguments, add_run_arguments,  # noqa: E402
+                                  finish_model, parse_command_line, run_and_report, start_run)
 from devtools.recipe_runs import seed_option  # noqa: E402
 from devtools.recipe_tools import Step, run, write_json  # noqa: E402
+from heads_baseline import BASELINE, adopt_baseline, source_problem  # noqa: E402
 from multi30k_data import TARGET, data_file  # noqa: E402
 from multi30k_runs import Model, ModelRun, RunTable, missing_work  # noqa: E402
 
@@ -51,8 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-positions", type=int, default=2000,
                         help="query positions per attention module the head analysis collects (validation split)")
     parser.add_argument("--analysis-batch-size", type=int, default=32, help="sentences per forward pass of the head analysis")
+    parser.add_argument("--baseline-from", metavar="WORK",
+                        help="the --work of examples/multimodal_mt/multi30k_multisource.py: each seed's baseline is "
+                             "that recipe's text-only run of the seed, not trained again (the same data, model, "
+                             "settings and loss); its settings must be this run's, its files are only read")
     add_model_arguments(parser)
-    parser.set_defaults(max_update=5000, validate_every=250)
+    parser.set_defaults(max_update=5000)
     return parser
 
 
@@ -101,8 +106,11 @@ def missing_variant(model_run: ModelRun) -> List[str]:
 
 
 def finish_variant(model_run: ModelRun) -> None:
-    """Train and decode (the multi-source recipe's ``finish_model``), then the head analysis of
-    the best checkpoint into ``heads/<variant>/``, recorded in the run's results file."""
+    """Train (or, with ``--baseline-from``, adopt the baseline: heads_baseline.py) and decode (the
+    multi-source recipe's ``finish_model``), then the head analysis of the best checkpoint into
+    ``heads/<variant>/``, recorded in the run's results file."""
+    if model_run.name == BASELINE and model_run.args.baseline_from and model_run.record() is None:
+        adopt_baseline(model_run, Path(model_run.args.baseline_from).resolve())
     finish_model(model_run)
     if not missing_variant(model_run):
         return
@@ -118,6 +126,20 @@ def finish_variant(model_run: ModelRun) -> None:
     write_json(model_run.record_path, record)
 
 
+def refuse_unusable_baselines(parser: argparse.ArgumentParser, args: argparse.Namespace, variants: Sequence[str],
+                              context: RunContext) -> None:
+    """``--baseline-from`` needs the baseline variant and, for each seed whose baseline is not done
+    here yet, a finished text-only run of that seed with this run's settings."""
+    if BASELINE not in variants:
+        parser.error(f"--baseline-from gives the {BASELINE} variant, which --variants {args.variants!r} does not have")
+    for seed, directory in context.seeds:
+        if not (directory / "results" / f"{BASELINE}.json").exists():
+            problem = source_problem(Path(args.baseline_from).resolve(), seed,
+                                     {**context.settings[seed], "criterion": " ".join(HEAD_DIVERSITY)})
+            if problem is not None:
+                parser.error(f"--baseline-from: {problem}")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     start = time.time()
     parser = build_parser()
@@ -130,6 +152,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.max_positions < 2 or args.analysis_batch_size < 1:
         parser.error("--max-positions must be at least 2 and --analysis-batch-size at least 1")
     context = start_run(args, PROGRAM, [])
+    if args.baseline_from:
+        refuse_unusable_baselines(parser, args, variants, context)
     invocation = Invocation(SCRIPT, PROGRAM, parser, argv, args, context, start)
     model = Model("text-only", None)
 

@@ -13,12 +13,12 @@ from devtools.recipe_report import unfinished_lines
 from devtools.seed_statistics import (direction_verdict, mean_sd_text, no_cost_verdict, paired_t_test, power_note,
                                       summary)
 from devtools.train_log import validation_curve
+from heads_baseline import BASELINE
 from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
                                  convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
                                  score_decoded)
 from multi30k_runs import ModelRun, RunTable
 
-BASELINE = "baseline"
 STEM = "multi30k_heads"
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
 SIMILARITY = (("cka", "mean_cka"), ("svcca", "mean_svcca"))
@@ -150,6 +150,19 @@ def bleu_section(stem: str, rows: List[dict], reference: str, sentences: int) ->
     return lines + ["", *recompute_note(rows, stem, reference, BASELINE), ""]
 
 
+def adopted_baseline_lines(table: RunTable) -> List[str]:
+    """The paragraph naming the seeds whose baseline is the multi-source recipe's text-only run."""
+    adopted = sorted((r.seed, r.record()["baseline_from"]) for r in table.trained
+                     if r.name == BASELINE and "baseline_from" in r.record())
+    if not adopted:
+        return []
+    return ["The baseline of " + ", ".join(f"seed {seed}" for seed, _ in adopted) + " is the multi-source recipe's "
+            "text-only run of that seed (`--baseline-from`), not trained again: the same data, model, settings and "
+            "seed, trained with `--criterion label_smoothed_cross_entropy --label-smoothing 0.1`, the loss "
+            "head_diversity computes without a term (its training command is in the JSON file's runs). Results "
+            "files: " + "; ".join(f"seed {seed}: {path}" for seed, path in adopted) + ".", ""]
+
+
 def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]], references: Dict[str, str],
              table: RunTable, convergence: List[dict]) -> str:
     header, sentences, settings = run["header"], run["sentences"], run["settings"]
@@ -162,7 +175,7 @@ def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]],
         "Model and training: the text-only Transformer of examples/multimodal_mt/multi30k_multisource.py, trained "
         "with `--criterion head_diversity --label-smoothing 0.1` plus the variant's term: baseline none (the same "
         "training as label_smoothed_cross_entropy), `drophead<γ>`: `--drophead γ`, `hsic<λ>`: `--hsic-lambda λ` "
-        "(every attention module).", "",
+        "(every attention module).", "", *adopted_baseline_lines(table),
         "Inter-head similarity: fairseq-ctx-analyze-heads on the best checkpoint (greedy validation BLEU), validation "
         "split, teacher-forced, eval mode: each head's output before the output projection at the non-padding query "
         f"positions of the first validation sentences in fairseq's length-sorted batch order (batches of "
