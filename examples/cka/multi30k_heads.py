@@ -128,10 +128,10 @@ def finish_variant(model_run: ModelRun) -> None:
 
 def refuse_unusable_baselines(parser: argparse.ArgumentParser, args: argparse.Namespace, variants: Sequence[str],
                               context: RunContext) -> None:
-    """``--baseline-from`` needs the baseline variant and, for each seed whose baseline is not done
-    here yet, a finished text-only run of that seed with this run's settings."""
+    """With the baseline among ``variants``, ``--baseline-from`` needs, for each seed whose baseline
+    is not done here yet, a finished text-only run of that seed with this run's settings."""
     if BASELINE not in variants:
-        parser.error(f"--baseline-from gives the {BASELINE} variant, which --variants {args.variants!r} does not have")
+        return
     for seed, directory in context.seeds:
         if not (directory / "results" / f"{BASELINE}.json").exists():
             problem = source_problem(Path(args.baseline_from).resolve(), seed,
