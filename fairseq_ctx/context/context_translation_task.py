@@ -15,6 +15,7 @@ from fairseq_ctx.context.data.context_batch import ContextInputs, TargetContextK
 from fairseq_ctx.context.context_use import OWN_TRANSLATIONS, REFERENCES, describe_context
 from fairseq_ctx.context.data.context_dataset import ContextTranslationDataset
 from fairseq_ctx.context.data.context_examples import ExampleCollater
+from fairseq_ctx.context.data.coword_dropout import coword_dropout
 from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_docids
 from fairseq_ctx.context.data.own_translations import OwnTranslations
 from fairseq_ctx.context.interactive import InteractiveDocuments
@@ -70,6 +71,14 @@ class ContextTranslationConfig(TranslationConfig):
                   "that reads target context (hce, hmce, ctx_concat) and {split}.docids, also "
                   "with --context-size 0; 0 = none"},
     )
+    coword_dropout: float = field(
+        default=0.0,
+        metadata={"help": "CoWord dropout (Fernandes et al., 2021): in training, replace each token of the "
+                  "current source sentence (not padding or </s>) by <unk> with this probability, so that "
+                  "translating it takes more of the context; the context sentences stay whole (HCE/HMCE then "
+                  "encode them from the context entries instead of reusing the batch's source encodings). "
+                  "Validation and decoding read the sentence unchanged; 0 = off"},
+    )
 
 
 @register_task("context_translation", dataclass=ContextTranslationConfig)
@@ -85,6 +94,8 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
     def __init__(self, cfg: ContextTranslationConfig, src_dict, tgt_dict):
         if cfg.target_context_size < 0:
             raise ValueError(f"--target-context-size must be >= 0 (0 = no target context), got {cfg.target_context_size}")
+        if not 0 <= cfg.coword_dropout < 1:
+            raise ValueError(f"--coword-dropout must be in [0, 1) (0 = off), got {cfg.coword_dropout}")
         self.joined_dictionaries = src_dict == tgt_dict
         super().__init__(cfg, src_dict, tgt_dict)
         self.boc_index = src_dict.add_symbol(cfg.context_begin_symbol)
@@ -275,6 +286,12 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
         if not self.reads_documents:
             return super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
         return self.interactive_documents().build_dataset(src_tokens, src_lengths, constraints, self)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """fairseq's training step on ``sample`` after ``--coword-dropout``."""
+        kept = (self.src_dict.pad(), self.src_dict.eos(), self.src_dict.bos())
+        sample = coword_dropout(sample, self.cfg.coword_dropout, self.src_dict.unk(), kept)
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         """A batch without context entries is only accepted from fairseq-interactive (whose
