@@ -239,6 +239,21 @@ def test_a_job_and_a_resume_command_repeat_the_settings_of_the_command(recipe, r
     assert listed[1]["command"].endswith("--seed 3 --seeds 2 --models hmce")
 
 
+def test_hmce_coword_is_hmce_trained_with_the_recipes_coword_dropout(recipe, recipe_run, tmp_path):
+    root, argv, _, _ = recipe_run
+    with pytest.raises(SystemExit):
+        recipe.main([*argv, "--models", "hmce_coword", "--coword-dropout", "1"])
+    assert not (root / "work" / "seed1" / "models" / "hmce_coword").exists()
+    recipe.main([*argv, "--models", "hmce_coword", "--seeds", "1", "--coword-dropout", "0.25",
+                 "--results", str(tmp_path / "results")])
+    result = json.loads((root / "work" / "seed1" / "models" / "hmce_coword" / "result.json").read_text())
+    assert (result["arch"], result["coword_dropout"], result["context_size"]) == ("hmce", 0.25, 1)
+    trainings = [line for line in (root / "work" / "commands.sh").read_text().splitlines() if "fairseq-train" in line]
+    assert [line for line in trainings if "--coword-dropout" in line] == [
+        line for line in trainings if "models/hmce_coword/" in line]
+    assert all("--coword-dropout 0.25 " in line for line in trainings if "models/hmce_coword/" in line)
+
+
 def test_context_batch_size_gives_every_stage_two_model_the_same_sentences_per_update(recipe):
     parser = recipe.build_parser()
     tokens = recipe.parse_args(parser, ["--scat-dir", "s", "--multi30k-dir", "m", "--context-batch-size", "0"])

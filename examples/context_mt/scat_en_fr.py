@@ -7,7 +7,7 @@ run) or --sentence-updates is reached. Stage 2, per seed: hmce, hce, ctx_concat,
 reading the previous target sentence too: ``--target-context-size 1``; the reference in training,
 its own translation in fairseq-generate, SCAT's French context line in contrastive scoring) and
 ``sentence_scat``, the control (stage 1 trained on the same SCAT lines without context); dat, han,
-dct on request. Every stage-2 model starts from stage 1's best checkpoint
+dct and hmce_coword (hmce with ``--coword-dropout``) on request. Every stage-2 model starts from stage 1's best checkpoint
 (``--pretrained-sentence-checkpoint``; the control: ``--finetune-from-model``) and is trained on
 the same SCAT documents for the same updates of the same sentences per update
 (--context-batch-size). Evaluated on SCAT valid: contrastive pronoun accuracy
@@ -56,7 +56,8 @@ from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
-CONTEXT_MODELS = [*CONTEXT_ARCHS, *TARGET_CONTEXT_MODELS]
+COWORD_MODELS = {"hmce_coword": "hmce"}  # name -> arch, trained with --coword-dropout
+CONTEXT_MODELS = [*CONTEXT_ARCHS, *TARGET_CONTEXT_MODELS, *COWORD_MODELS]
 STAGE_TWO_MODELS = [SENTENCE_ON_SCAT, *CONTEXT_MODELS]
 DEFAULT_MODELS = [SENTENCE_ON_SCAT, "hmce", "hce", "ctx_concat", "hmce_target"]
 STAGE_ONE_PLATEAU = dataclasses.replace(BLEU_PLATEAU, metric="greedy validation BLEU (Multi30k val)")
@@ -236,9 +237,11 @@ class Recipe:
         if name == SENTENCE_ON_SCAT:
             arch, context_size, extra = "transformer", 0, ["--finetune-from-model", str(stage_one)]
         else:
-            arch, context_size = TARGET_CONTEXT_MODELS.get(name, name), 1
+            arch, context_size = {**TARGET_CONTEXT_MODELS, **COWORD_MODELS}.get(name, name), 1
             extra = ["--pretrained-sentence-checkpoint", str(stage_one), "--target-context-size",
                      str(target_context_size)]
+            if name in COWORD_MODELS:
+                extra += ["--coword-dropout", str(a.coword_dropout)]
         if not (out / "train.json").exists():
             print(f"== train {name}, seed {seed} ({arch}, context size {context_size}, {a.context_updates} updates; "
                   f"log {out / 'train.log'})", flush=True)
@@ -246,12 +249,18 @@ class Recipe:
             (out / "train.json").write_text(json.dumps({"stopped": "fixed", "updates": a.context_updates,
                                                         "stage_one_updates": checkpoint_updates(stage_one)}))
         result = {"model": name, "seed": seed, "arch": arch, "context_size": context_size,
-                  "target_context_size": target_context_size, **json.loads((out / "train.json").read_text()),
+                  "target_context_size": target_context_size, "coword_dropout": coword_rate(name, a),
+                  **json.loads((out / "train.json").read_text()),
                   "train_seconds": float((out / "train.seconds").read_text()),
                   **evaluate(self, out, out / "checkpoints" / "checkpoint_last.pt", context_size,
                              target_context_size)}
         (out / "result.json").write_text(json.dumps(result, indent=2))
         return result
+
+
+def coword_rate(name: str, args: argparse.Namespace) -> float:
+    """The --coword-dropout of stage-2 model ``name``: the recipe's for hmce_coword, else 0."""
+    return args.coword_dropout if name in COWORD_MODELS else 0.0
 
 
 def batch_args(name: str, args: argparse.Namespace) -> List[str]:
@@ -271,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--models", nargs="+", choices=STAGE_TWO_MODELS, default=DEFAULT_MODELS,
                         help="stage-2 models to train (stage 1 is always trained: it initialises them); "
                         "sentence_scat is the stage-1 model trained on the SCAT lines without context, "
-                        "hmce_target is hmce with --target-context-size 1")
+                        "hmce_target is hmce with --target-context-size 1, hmce_coword hmce with --coword-dropout")
     parser.add_argument("--stage-one-only", action="store_true",
                         help="train and evaluate stage 1 only (run stage 2 later with the same command without it)")
     parser.add_argument("--restart", action="store_true", help="delete --work first instead of resuming")
@@ -280,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
                              f"BLEU plateaus (the best of the last fifth of the updates less than "
                              f"{STAGE_ONE_PLATEAU.min_gain:g} BLEU above the best before)")
     parser.add_argument("--context-updates", type=int, default=800, help="stage-2 updates of every stage-2 model")
+    parser.add_argument("--coword-dropout", type=float, default=0.1,
+                        help="hmce_coword's CoWord dropout rate (Fernandes et al., 2021): the share of the current "
+                             "sentence's tokens replaced by <unk> in training, so that the model has to read the context")
     parser.add_argument("--embed-dim", type=int, default=256, help="model dimension (thesis: 512)")
     parser.add_argument("--ffn-dim", type=int, default=1024, help="feed-forward dimension (thesis: 2048)")
     parser.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each (thesis: 6)")
@@ -307,6 +319,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     check_run_options(parser, args, stage_one_seed=True)
     if min(args.sentence_updates, args.context_updates, args.validate_every) < 1:
         parser.error("--sentence-updates, --context-updates and --validate-every must be at least 1")
+    if not 0 < args.coword_dropout < 1:
+        parser.error(f"--coword-dropout must be between 0 and 1 (exclusive), got {args.coword_dropout}")
     return args
 
 

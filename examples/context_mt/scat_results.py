@@ -274,7 +274,8 @@ def plot(rows: Sequence[Dict], destination: Path) -> None:
     for axis, (key, title) in zip(axes, (("contrastive_accuracy", "SCAT contrastive accuracy"), ("bleu", "BLEU"))):
         if grouped:
             means, sds = zip(*(mean_sd([r[key] for r in mine]) for mine in grouped.values()))
-            axis.bar(list(grouped), means, color="#4c72b0", yerr=sds)
+            errors = [0.0 if sd is None else sd for sd in sds]  # one seed: no error bar
+            axis.bar(list(grouped), means, color="#4c72b0", yerr=errors)
         if stage_one:
             axis.axhline(stage_one[0][key], color="#999999", linestyle="--", label="stage 1")
         if key == "contrastive_accuracy":
