@@ -7,8 +7,9 @@ run) or --sentence-updates is reached. Stage 2, per seed: hmce, hce, ctx_concat,
 reading the previous target sentence too: ``--target-context-size 1``; the reference in training,
 its own translation in fairseq-generate, SCAT's French context line in contrastive scoring) and
 ``sentence_scat``, the control (stage 1 trained on the same SCAT lines without context); dat, han,
-dct and hmce_coword (hmce with ``--coword-dropout``) on request. Every stage-2 model starts from stage 1's best checkpoint
-(``--pretrained-sentence-checkpoint``; the control: ``--finetune-from-model``) and is trained on
+dct and hmce_coword (hmce with ``--coword-dropout``) on request. Every stage-2 model starts from
+stage 1's best checkpoint (``--pretrained-sentence-checkpoint``; the control:
+``--finetune-from-model``) and is trained on
 the same SCAT documents for the same updates of the same sentences per update
 (--context-batch-size). Evaluated on SCAT valid: contrastive pronoun accuracy
 (``fairseq-ctx-contrastive --format scat``), CXMI (``fairseq-ctx-cxmi``), sacreBLEU BLEU/chrF of
