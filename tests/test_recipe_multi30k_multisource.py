@@ -181,6 +181,27 @@ def test_the_shuffled_decoding_command_reads_a_kept_data_directory_with_the_seco
                                                                       f"{split}.en-de.en.bin").resolve()
 
 
+def test_a_run_continued_from_fewer_updates_equals_the_run_trained_at_once(recipe, seeded, tmp_path):
+    shorter, longer = tmp_path / "shorter", tmp_path / "longer"
+    common = [*seeded.args, "--models", "text-only", "--seeds", "1", "--jobs", "1"]
+    recipe.main([*common, "--work", str(shorter), "--max-update", "20"])
+    before = {path: path.stat().st_mtime_ns for path in shorter.rglob("*") if path.is_file()}
+    source = (shorter / "seed1" / "results" / "text-only.json").resolve()
+    for extra, reason in ((["--max-update", "20"], "the same budget"), (["--lr", "5e-3"], "lr: 0.01 there, 0.005 now")):
+        with pytest.raises(SystemExit, match=re.escape(f"--continue-from: {source} (20 updates) cannot be continued")
+                           + ".*" + re.escape(reason)):
+            recipe.main([*common, "--work", str(longer), "--continue-from", str(shorter), *extra])
+    assert not (longer / "seed1" / "checkpoints").exists()
+    recipe.main([*common, "--work", str(longer), "--continue-from", str(shorter)])  # to SMALL's 40 updates
+    record = json.loads((longer / "seed1" / "results" / "text-only.json").read_text())
+    at_once = json.loads((seeded.work / "seed1" / "results" / "text-only.json").read_text())
+    assert [u for u, _ in record["valid_bleu"]] == [20, 40] and record["valid_bleu"] == at_once["valid_bleu"]
+    assert record["continued_from"] == {"results": str(source), "updates": 20} and "continued_from" not in at_once
+    stem = "hypotheses/text-only.seed1.test_2016_flickr.de"
+    assert (longer / "results-tables" / stem).read_text() == (seeded.results / stem).read_text()
+    assert before == {path: path.stat().st_mtime_ns for path in shorter.rglob("*") if path.is_file()}
+
+
 def test_tables_give_mean_sd_and_the_tests_over_seeds_per_test_set(seeded):
     assert seeded.summary["seeds"] == [1, 2] and seeded.summary["test_sets"].keys() == {"test_2016_flickr", EXTRA_TEST}
     assert f"## Test set {EXTRA_TEST} (10 sentences)" in seeded.table

@@ -8,27 +8,17 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from devtools.recipe_tools import read_json, write_json
-from multi30k_runs import ModelRun, different_settings
+from multi30k_runs import ModelRun, different_settings, seed_dir_in
 
 BASELINE = "baseline"  # the variant without a term
 SOURCE_NAME = "text-only"
 SAME_DATA = ("spm/spm.vocab", "data-bin/dict.en.txt", "data-bin/dict.de.txt")  # spm.model also holds paths
 
 
-def source_seed_dir(work: Path, seed: int) -> Path:
-    """Seed ``seed``'s directory in the multi-source recipe's ``work``: ``work/seed<N>``, or ``work``
-    itself (a run without ``--seeds``) when its text-only run has that seed."""
-    seeded = work / f"seed{seed}"
-    if seeded.is_dir():
-        return seeded
-    record = read_json(work / "results" / f"{SOURCE_NAME}.json")
-    return work if record is not None and record["settings"]["seed"] == seed else seeded
-
-
 def source_problem(work: Path, seed: int, settings: Dict[str, object]) -> Optional[str]:
     """Why seed ``seed``'s text-only run in ``work`` cannot be the baseline of a run with
     ``settings`` (None: it can)."""
-    path = source_seed_dir(work, seed) / "results" / f"{SOURCE_NAME}.json"
+    path = seed_dir_in(work, seed, SOURCE_NAME) / "results" / f"{SOURCE_NAME}.json"
     record = read_json(path)
     if record is None:
         return (f"{path} does not exist: finish that run first (multi30k_multisource.py --models text-only with "
@@ -44,7 +34,7 @@ def adopt_baseline(model_run: ModelRun, work: Path) -> None:
     run in ``work``: its checkpoint directory a link to that run's, its training log a copy, its
     results file that run's record (training command, validation curve, wall time) with this run's
     name and settings, ``baseline_from`` naming the record, and no test set decoded yet."""
-    source = source_seed_dir(work, model_run.seed)
+    source = seed_dir_in(work, model_run.seed, SOURCE_NAME)
     problem = source_problem(work, model_run.seed, model_run.settings)
     if problem is not None:
         raise SystemExit(f"--baseline-from: {problem}")

@@ -44,6 +44,7 @@ from devtools.recipe_runs import (Job, add_run_options, check_run_options, failu
                                   seed_option)
 from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
 from devtools.train_log import validation_curve  # noqa: E402
+from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
 from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, check_data, data_file, parse_test_sets,  # noqa: E402
                            prepare, split_name)
 from multi30k_runs import (LABEL_SMOOTHED, Model, ModelRun, RunTable, decoded_test_sets, missing_work,  # noqa: E402
@@ -94,6 +95,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, work: str, runs: str) -> 
     parser.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
     parser.add_argument("--report-only", action="store_true",
                         help="train and decode nothing: write the results from the finished runs, listing the rest")
+    parser.add_argument("--continue-from", metavar="WORK",
+                        help="another --work of this recipe: a run not started here continues WORK's run of the same "
+                             "name and seed (same settings, fewer updates) from its last checkpoint, which equals one "
+                             "run of --max-update updates; runs WORK does not have start over (WORK is only read)")
     add_run_options(parser, runs)
 
 
@@ -202,6 +207,8 @@ def finish_model(model_run: ModelRun) -> None:
     out.mkdir(parents=True, exist_ok=True)
     record = model_run.record()
     if record is None:
+        if model_run.args.continue_from and not started_here(model_run):
+            continue_run(model_run, Path(model_run.args.continue_from).resolve())
         train = train_step(model_run.model, model_run.seed_dir / "data-bin", model_run.user_dir,
                            model_run.checkpoint_dir, model_run.args, model_run.seed, model_run.criterion)
         start = time.time()
@@ -215,6 +222,9 @@ def finish_model(model_run: ModelRun) -> None:
                   "valid_bleu": validation_curve((out / "train.log").read_text(encoding="utf-8"), "bleu"),
                   "train_wall_s": time.time() - start, "train_command": train.shell,
                   "settings": model_run.settings, "test_sets": {}}
+        continued = continuation_of(model_run)
+        if continued is not None:
+            record["continued_from"] = continued
         write_json(model_run.record_path, record)
     for stem in model_run.test_sets:
         decoded = decoded_test_sets(record)
@@ -298,6 +308,8 @@ def run_and_report(invocation: Invocation, runs: Sequence[ModelRun], extra_langs
     directories. Nothing is trained with ``--report-only``, nothing written with ``--no-report``."""
     args, context = invocation.args, invocation.context
     refuse_other_settings(runs, invocation.program)
+    if args.continue_from and not args.report_only:
+        refuse_uncontinuable(runs, Path(args.continue_from).resolve(), invocation.program)
     data_steps: List[Step] = []
     failures: Dict[str, str] = {}
     if not args.report_only:

@@ -66,6 +66,16 @@ class ModelRun:
         return read_json(self.record_path)
 
 
+def seed_dir_in(work: Path, seed: int, name: str) -> Path:
+    """Seed ``seed``'s directory in another recipe run's ``work``: ``work/seed<N>``, or ``work``
+    itself (a run without ``--seeds``) when its run ``name`` has that seed."""
+    seeded = work / f"seed{seed}"
+    if seeded.is_dir():
+        return seeded
+    record = read_json(work / "results" / f"{name}.json")
+    return work if record is not None and record["settings"]["seed"] == seed else seeded
+
+
 def decoded_test_sets(record: dict) -> Dict[str, dict]:
     """The test sets a trained model has been decoded on, ``{stem: {"split", "eval_wall_s",
     "commands"}}`` (a results file written before test sets were recorded holds test_2016_flickr)."""
