@@ -183,7 +183,7 @@ def test_the_shuffled_decoding_command_reads_a_kept_data_directory_with_the_seco
 
 def test_a_run_continued_from_fewer_updates_equals_the_run_trained_at_once(recipe, seeded, tmp_path):
     shorter, longer = tmp_path / "shorter", tmp_path / "longer"
-    common = [*seeded.args, "--models", "text-only", "--seeds", "1", "--jobs", "1"]
+    common = [*seeded.args, "--models", "text-only", "--seeds", "1", "--jobs", "1", "--test-sets", "test_2016_flickr"]
     recipe.main([*common, "--work", str(shorter), "--max-update", "20"])
     before = {path: path.stat().st_mtime_ns for path in shorter.rglob("*") if path.is_file()}
     source = (shorter / "seed1" / "results" / "text-only.json").resolve()
