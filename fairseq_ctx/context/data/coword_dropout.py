@@ -1,4 +1,4 @@
-"""CoWord dropout (Fernandes et al., 2021, §5, "context-aware word dropout"): in training, each
+"""CoWord dropout (Fernandes et al., 2021, "context-aware word dropout"): in training, each
 token of the current source sentence is replaced by a placeholder with probability p, so that
 translating it takes more of the context, which is left whole."""
 from typing import Dict, Sequence
