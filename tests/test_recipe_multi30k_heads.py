@@ -78,6 +78,11 @@ def test_the_baseline_can_be_the_multi_source_run_itself_without_training_it_aga
     assert {m: v["mean_cka"] for m, v in adopted.items()} == pytest.approx({m: v["mean_cka"] for m, v in trained.items()})
     assert "The baseline of seed 1 is the multi-source recipe's text-only run of that seed (`--baseline-from`)" \
         in (results / "multi30k_heads.md").read_text()
+    # training never writes through the link: without --baseline-from the baseline is not trained there
+    (work / "results" / "baseline.json").unlink()
+    with pytest.raises(SystemExit, match="links to another run's checkpoints, which training would write into"):
+        heads_recipe.main([str(controls.data), "--work", str(work), "--seed", "1", "--variants", "baseline",
+                           "--max-positions", "300", "--jobs", "1", *SETTINGS])
     # each variant's job gets the recipe's options, --baseline-from too: a job without the baseline runs
     heads_recipe.main([str(controls.data), "--work", str(work), "--seed", "1", "--variants", "drophead0.3",
                        "--baseline-from", str(source), "--report-only", *SETTINGS])

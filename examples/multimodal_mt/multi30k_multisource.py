@@ -209,6 +209,9 @@ def finish_model(model_run: ModelRun) -> None:
     if record is None:
         if model_run.args.continue_from and not started_here(model_run):
             continue_run(model_run, Path(model_run.args.continue_from).resolve())
+        if model_run.checkpoint_dir.is_symlink():
+            raise SystemExit(f"{model_run.checkpoint_dir} links to another run's checkpoints, which training would "
+                             f"write into; delete the link to train {model_run.name} here")
         train = train_step(model_run.model, model_run.seed_dir / "data-bin", model_run.user_dir,
                            model_run.checkpoint_dir, model_run.args, model_run.seed, model_run.criterion)
         start = time.time()
