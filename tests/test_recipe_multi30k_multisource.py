@@ -202,6 +202,20 @@ def test_a_run_continued_from_fewer_updates_equals_the_run_trained_at_once(recip
     assert before == {path: path.stat().st_mtime_ns for path in shorter.rglob("*") if path.is_file()}
 
 
+def test_two_runs_hold_the_same_data_when_their_vocabulary_and_dictionaries_are_equal(seeded, tmp_path):
+    from multi30k_runs import data_difference
+
+    mine, other = seeded.work / "seed1", tmp_path / "other"
+    for name in ("spm/spm.vocab", "data-bin/dict.en.txt", "data-bin/dict.de.txt"):
+        (other / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(mine / name, other / name)
+    assert data_difference(mine, seeded.work / "seed2") is None and data_difference(mine, other) is None
+    with open(other / "data-bin" / "dict.de.txt", "a", encoding="utf-8") as dictionary:
+        dictionary.write("neu 1\n")
+    assert data_difference(mine, other) == (f"{other}/data-bin/dict.de.txt differs from {mine}/data-bin/dict.de.txt: "
+                                            "the two runs prepared different data")
+
+
 def test_tables_give_mean_sd_and_the_tests_over_seeds_per_test_set(seeded):
     assert seeded.summary["seeds"] == [1, 2] and seeded.summary["test_sets"].keys() == {"test_2016_flickr", EXTRA_TEST}
     assert f"## Test set {EXTRA_TEST} (10 sentences)" in seeded.table

@@ -8,17 +8,16 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from devtools.recipe_tools import read_json, write_json
-from multi30k_runs import ModelRun, different_settings, seed_dir_in
+from multi30k_runs import ModelRun, data_difference, different_settings, record_in
 
 BASELINE = "baseline"  # the variant without a term
 SOURCE_NAME = "text-only"
-SAME_DATA = ("spm/spm.vocab", "data-bin/dict.en.txt", "data-bin/dict.de.txt")  # spm.model also holds paths
 
 
 def source_problem(work: Path, seed: int, settings: Dict[str, object]) -> Optional[str]:
     """Why seed ``seed``'s text-only run in ``work`` cannot be the baseline of a run with
     ``settings`` (None: it can)."""
-    path = seed_dir_in(work, seed, SOURCE_NAME) / "results" / f"{SOURCE_NAME}.json"
+    path = record_in(work, seed, SOURCE_NAME)
     record = read_json(path)
     if record is None:
         return (f"{path} does not exist: finish that run first (multi30k_multisource.py --models text-only with "
@@ -34,14 +33,14 @@ def adopt_baseline(model_run: ModelRun, work: Path) -> None:
     run in ``work``: its checkpoint directory a link to that run's, its training log a copy, its
     results file that run's record (training command, validation curve, wall time) with this run's
     name and settings, ``baseline_from`` naming the record, and no test set decoded yet."""
-    source = seed_dir_in(work, model_run.seed, SOURCE_NAME)
+    record_path = record_in(work, model_run.seed, SOURCE_NAME)
+    source = record_path.parent.parent
     problem = source_problem(work, model_run.seed, model_run.settings)
+    if problem is None:
+        different = data_difference(model_run.seed_dir, source)
+        problem = None if different is None else f"{different}; train the baseline here (without --baseline-from)"
     if problem is not None:
         raise SystemExit(f"--baseline-from: {problem}")
-    for name in SAME_DATA:
-        if (source / name).read_bytes() != (model_run.seed_dir / name).read_bytes():
-            raise SystemExit(f"--baseline-from: {source / name} differs from {model_run.seed_dir / name}: the two "
-                             f"recipes prepared different data (another data directory?); train the baseline here")
     checkpoints = model_run.checkpoint_dir
     if checkpoints.exists() or checkpoints.is_symlink():
         raise SystemExit(f"--baseline-from: {checkpoints} exists (a baseline trained here); delete it to use "
@@ -50,7 +49,6 @@ def adopt_baseline(model_run: ModelRun, work: Path) -> None:
     checkpoints.symlink_to((source / "checkpoints" / SOURCE_NAME).resolve(), target_is_directory=True)
     model_run.eval_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source / "eval" / SOURCE_NAME / "train.log", model_run.eval_dir / "train.log")
-    record_path = source / "results" / f"{SOURCE_NAME}.json"
     record = read_json(record_path)
     write_json(model_run.record_path, {**record, "name": model_run.name, "settings": model_run.settings,
                                        "test_sets": {}, "baseline_from": str(record_path.resolve())})

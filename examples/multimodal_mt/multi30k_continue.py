@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from devtools.recipe_tools import read_json, write_json
-from multi30k_runs import ModelRun, different_settings, seed_dir_in
+from multi30k_runs import ModelRun, data_difference, different_settings, record_in
 
 MARKER = "continued_from.json"  # in the run's eval directory: what its results file records
 
@@ -27,7 +27,7 @@ def started_here(model_run: ModelRun) -> bool:
 def continued_run(model_run: ModelRun, work: Path) -> Optional[Path]:
     """The results file of the run in ``work`` that ``model_run`` continues; None when ``work`` has
     no finished run of its name and seed (it then starts over)."""
-    path = seed_dir_in(work, model_run.seed, model_run.name) / "results" / f"{model_run.name}.json"
+    path = record_in(work, model_run.seed, model_run.name)
     record = read_json(path)
     if record is None:
         return None
@@ -58,6 +58,9 @@ def continue_run(model_run: ModelRun, work: Path) -> None:
     if source is None:
         return
     seed_dir = source.parent.parent
+    problem = data_difference(model_run.seed_dir, seed_dir)
+    if problem is not None:
+        raise ContinuationError(f"--continue-from: {problem}; it cannot be continued on this run's data")
     model_run.eval_dir.mkdir(parents=True, exist_ok=True)
     model_run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(seed_dir / "eval" / model_run.name / "train.log", model_run.eval_dir / "train.log")

@@ -76,6 +76,21 @@ def seed_dir_in(work: Path, seed: int, name: str) -> Path:
     return work if record is not None and record["settings"]["seed"] == seed else seeded
 
 
+def record_in(work: Path, seed: int, name: str) -> Path:
+    """The results file of run ``name`` with seed ``seed`` in another recipe run's ``work`` (which may lack it)."""
+    return seed_dir_in(work, seed, name) / "results" / f"{name}.json"
+
+
+def data_difference(seed_dir: Path, other: Path) -> Optional[str]:
+    """Why the seed directories ``seed_dir`` and ``other`` (of two recipe runs) do not hold the same
+    prepared data: the first of their subword vocabulary and dictionaries that differs (None: none;
+    spm.model is not compared, it also records its input paths)."""
+    for name in ("spm/spm.vocab", "data-bin/dict.en.txt", "data-bin/dict.de.txt"):
+        if (seed_dir / name).read_bytes() != (other / name).read_bytes():
+            return f"{other / name} differs from {seed_dir / name}: the two runs prepared different data"
+    return None
+
+
 def decoded_test_sets(record: dict) -> Dict[str, dict]:
     """The test sets a trained model has been decoded on, ``{stem: {"split", "eval_wall_s",
     "commands"}}`` (a results file written before test sets were recorded holds test_2016_flickr)."""
