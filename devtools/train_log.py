@@ -1,9 +1,12 @@
-"""Validation curves and batch sizes read back from a ``fairseq-train`` text log
+"""Validation curves, batch sizes and training time read back from a ``fairseq-train`` text log
 (``--log-format simple``, with or without logging prefixes), for results tables."""
 import re
+from datetime import datetime
 from typing import Dict, List, Optional
 
 VALIDATION = "valid on 'valid' subset"
+STRETCH_START = "| $ fairseq-train "  # what a recipe logs before each fairseq-train (recipe_tools.run)
+TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \|")
 
 
 def validation_curve(log_text: str, metric: str) -> List[List[float]]:
@@ -36,3 +39,19 @@ def sentences_per_update(log_text: str) -> Optional[float]:
     ends = sorted(epochs)
     weights = [end - start for start, end in zip([0, *ends[:-1]], ends)]
     return sum(epochs[end] * weight for end, weight in zip(ends, weights)) / sum(weights)
+
+
+def training_seconds(log_text: str) -> float:
+    """Wall seconds of every training stretch in a recipe's log (an interrupted and resumed run has
+    several): each from its ``$ fairseq-train`` line to its last timestamped line, so a stretch cut
+    off counts up to its last logged line; a log without such lines is one stretch."""
+    stretches: List[List[float]] = []
+    for line in log_text.splitlines():
+        stamp = TIMESTAMP.match(line)
+        if stamp is None:
+            continue
+        at = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(stamp.group(2)) / 1000
+        if STRETCH_START in line or not stretches:
+            stretches.append([at, at])
+        stretches[-1][1] = at
+    return sum(end - start for start, end in stretches)

@@ -1,7 +1,7 @@
-"""Curves and batch sizes read back from fairseq-train logs (devtools.train_log)."""
+"""Curves, batch sizes and training time read back from fairseq-train logs (devtools.train_log)."""
 import pytest
 
-from devtools.train_log import sentences_per_update, validation_curve
+from devtools.train_log import sentences_per_update, training_seconds, validation_curve
 
 # a run of 400 updates stopped in epoch 2 and resumed to 444 (the end of epoch 2), as fairseq logs it
 LOG = """\
@@ -27,3 +27,24 @@ def test_validation_curve_reads_one_metric_not_its_suffixed_relatives():
     assert validation_curve(LOG, "loss") == [[222, 6.408], [400, 4.971], [444, 4.769]]
     assert validation_curve(LOG, "nll_loss") == [[222, 5.331], [400, 3.6], [444, 3.5]]
     assert validation_curve(LOG, "bleu") == []
+
+
+# a recipe's log of one training stopped by the end of a session (its last line 40 s after its start)
+# and resumed an hour later (90.5 s), with a multi-line message between
+RESUMED = """\
+2026-11-27 16:03:49,234 | INFO | devtools.recipe_tools | $ fairseq-train data-bin --arch transformer
+2026-11-27 16:04:19,000 | INFO | train_inner | epoch 001:    50 / 454 loss=9.1, num_updates=50
+2026-11-27 16:04:29,234 | INFO | train_inner | epoch 001:   100 / 454 loss=8.7, num_updates=100
+2026-11-27 17:10:32,000 | INFO | devtools.recipe_tools | $ fairseq-train data-bin --arch transformer
+2026-11-27 17:10:40,000 | INFO | fairseq_cli.train | {'common': {'log_interval': 50,
+  'log_format': 'simple'}}
+2026-11-27 17:12:02,500 | INFO | fairseq_cli.train | done training in 82.0 seconds
+"""
+
+
+def test_training_time_adds_every_stretch_of_a_resumed_run_and_not_the_time_between():
+    assert training_seconds(RESUMED) == pytest.approx(40.0 + 90.5)
+    first_stretch = "".join(RESUMED.splitlines(keepends=True)[:3])
+    assert training_seconds(first_stretch) == pytest.approx(40.0)
+    assert training_seconds(first_stretch.split("\n", 1)[1]) == pytest.approx(10.234)  # no start line: one stretch
+    assert training_seconds(LOG) == 0.0  # fairseq's own lines without logging prefixes: no time to read

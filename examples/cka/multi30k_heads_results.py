@@ -182,7 +182,9 @@ def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]],
         f"{run['analysis']['batch_size']}), up to {run['analysis']['max_positions']} positions per module: the same "
         "positions for every variant and seed. Per module the mean over head pairs of linear CKA and of SVCCA (99% "
         "variance); the table gives the mean over all attention modules, and CKA per module kind.", "",
-        "Tests against the baseline: the paired t-test over seeds of the per-seed differences; for BLEU and chrF "
+        "Tests against the baseline: the paired t-test over seeds of the per-seed differences (each variant against "
+        "the baseline of its own seeds: a variant with fewer seeds than the baseline is compared on those, while "
+        "the baseline's row gives the mean over all its seeds); for BLEU and chrF "
         "also sacreBLEU's paired bootstrap over test sentences with the seeds' hypotheses pooled (1000 resamples, "
         "seed 12345), which treats the trained models as fixed. " + power_note(len(header.seeds)), ""]
     lines += similarity_section(similarity)
@@ -191,8 +193,8 @@ def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]],
     lines += [*convergence_lines(convergence, f"Rule: {header.convergence_rule}. Outcome: {header.convergence}."),
               *left_out_lines(table.left_out), "", *unfinished_lines(table.unfinished)]
     total = sum(r["train_wall_s"] for r in convergence)
-    lines += ["", f"Wall time: {total / 60:.1f} min of training for {len(convergence)} run(s) (a resumed training counts "
-              f"its last stretch); this invocation {run['this_invocation_wall_s'] / 60:.1f} min.",
+    lines += ["", f"Wall time: {total / 60:.1f} min of training for {len(convergence)} run(s) (an interrupted training "
+              f"counts each of its stretches, up to its last logged line); this invocation {run['this_invocation_wall_s'] / 60:.1f} min.",
               f"Heatmaps (head × head CKA per module, first seed of each variant): heads_<variant>.seed<N>.png."]
     return "\n".join(lines) + "\n"
 

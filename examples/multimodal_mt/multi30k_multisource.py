@@ -43,7 +43,7 @@ from devtools.recipe_runs import (Job, add_run_options, check_run_options, failu
                                   log_to_stdout, precision_args, results_dir, resume_command, run_jobs, seed_dirs,
                                   seed_option)
 from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
-from devtools.train_log import validation_curve  # noqa: E402
+from devtools.train_log import training_seconds, validation_curve  # noqa: E402
 from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
 from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, check_data, data_file, parse_test_sets,  # noqa: E402
                            prepare, split_name)
@@ -214,16 +214,16 @@ def finish_model(model_run: ModelRun) -> None:
                              f"write into; delete the link to train {model_run.name} here")
         train = train_step(model_run.model, model_run.seed_dir / "data-bin", model_run.user_dir,
                            model_run.checkpoint_dir, model_run.args, model_run.seed, model_run.criterion)
-        start = time.time()
         with captured_log(out / "train.log"):
             run(train)
+        log = (out / "train.log").read_text(encoding="utf-8")
         for stale in [*out.glob("generate-*.txt"), *out.glob("shuffled/generate-*.txt")]:
             stale.unlink()  # decoded from an earlier training of this model
         model = model_run.model
         record = {"name": model_run.name, "strategy": model.strategy, "second_source": model.extra, "pair": model.pair,
                   "seed": model_run.seed, "updates": model_run.args.max_update,
-                  "valid_bleu": validation_curve((out / "train.log").read_text(encoding="utf-8"), "bleu"),
-                  "train_wall_s": time.time() - start, "train_command": train.shell,
+                  "valid_bleu": validation_curve(log, "bleu"), "train_wall_s": training_seconds(log),
+                  "train_command": train.shell,
                   "settings": model_run.settings, "test_sets": {}}
         continued = continuation_of(model_run)
         if continued is not None:

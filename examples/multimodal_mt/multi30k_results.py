@@ -144,7 +144,9 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
         "lc.norm.tok references with `--tokenize none`, the form in which papers report Multi30k BLEU. \"shuffled\": "
         "the same model re-decoded with the second source permuted across the test set (as fairseq-ctx-adversarial "
         "does); drop = BLEU − BLEU shuffled. With several seeds: mean ± sd (sample sd) over seeds.", "",
-        "Tests of a difference from text-only: (1) the paired t-test over seeds of the per-seed differences, which "
+        "Tests of a difference from text-only (each model against text-only of the model's own seeds, while "
+        "text-only's row gives the mean over all its seeds): (1) the paired t-test over seeds of the per-seed "
+        "differences, which "
         "measures the difference against seed-to-seed variation (would another training run give the gain?); the "
         "verdict uses it with two or more seeds. (2) sacreBLEU's paired bootstrap resampling of the test sentences "
         "(Koehn, 2004; `--paired-bs`, 1000 resamples, seed 12345) with the seeds' hypotheses pooled, which treats "
@@ -156,7 +158,7 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
               *left_out_lines(table.left_out), "", *unfinished_lines(table.unfinished)]
     total = sum(s["train_wall_s"] + s["eval_wall_s"] for row in first for s in row["per_seed"].values())
     lines += ["", f"Wall time: {_minutes(total)} min for {sum(len(r['per_seed']) for r in first)} model run(s) "
-              f"(training with validation, then decoding the first test set; a resumed training counts its last stretch); "
+              f"(training with validation, then decoding the first test set; an interrupted training counts each of its stretches, up to its last logged line); "
               f"this invocation {_minutes(run['this_invocation_wall_s'])} min.", "",
               f"Plot: {STEM}.png (first test set: mean test BLEU per model with its sd over seeds, text-only as the "
               f"reference line; greedy validation BLEU per update, one line per seed). Per-model commands: {STEM}.json."]
