@@ -156,8 +156,10 @@ def adopted_baseline_lines(table: RunTable) -> List[str]:
                      if r.name == BASELINE and "baseline_from" in r.record())
     if not adopted:
         return []
-    return ["The baseline of " + ", ".join(f"seed {seed}" for seed, _ in adopted) + " is the multi-source recipe's "
-            "text-only run of that seed (`--baseline-from`), not trained again: the same data, model, settings and "
+    seeds = [str(seed) for seed, _ in adopted]
+    named = (f"The baseline of seed {seeds[0]} is" if len(seeds) == 1 else
+             f"The baselines of seeds {', '.join(seeds[:-1])} and {seeds[-1]} are")
+    return [named + " the multi-source recipe's text-only run of that seed (`--baseline-from`), not trained again: the same data, model, settings and "
             "seed, trained with `--criterion label_smoothed_cross_entropy --label-smoothing 0.1`, the loss "
             "head_diversity computes without a term (its training command is in the JSON file's runs). Results "
             "files: " + "; ".join(f"seed {seed}: {path}" for seed, path in adopted) + ".", ""]
