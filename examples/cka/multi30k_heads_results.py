@@ -159,8 +159,8 @@ def adopted_baseline_lines(table: RunTable) -> List[str]:
     seeds = [str(seed) for seed, _ in adopted]
     named = (f"The baseline of seed {seeds[0]} is" if len(seeds) == 1 else
              f"The baselines of seeds {', '.join(seeds[:-1])} and {seeds[-1]} are")
-    return [named + " the multi-source recipe's text-only run of that seed (`--baseline-from`), not trained again: the same data, model, settings and "
-            "seed, trained with `--criterion label_smoothed_cross_entropy --label-smoothing 0.1`, the loss "
+    return [named + " the multi-source recipe's text-only run of that seed (`--baseline-from`), not trained "
+            "again: the same data, model, settings and seed, trained with `--criterion label_smoothed_cross_entropy --label-smoothing 0.1`, the loss "
             "head_diversity computes without a term (its training command is in the JSON file's runs). Results "
             "files: " + "; ".join(f"seed {seed}: {path}" for seed, path in adopted) + ".", ""]
 
@@ -196,7 +196,8 @@ def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]],
               *left_out_lines(table.left_out), "", *unfinished_lines(table.unfinished)]
     total = sum(r["train_wall_s"] for r in convergence)
     lines += ["", f"Wall time: {total / 60:.1f} min of training for {len(convergence)} run(s) (an interrupted training "
-              f"counts each of its stretches, up to its last logged line); this invocation {run['this_invocation_wall_s'] / 60:.1f} min.",
+              f"counts each of its stretches, up to its last logged line); this invocation "
+              f"{run['this_invocation_wall_s'] / 60:.1f} min.",
               f"Heatmaps (head × head CKA per module, first seed of each variant): heads_<variant>.seed<N>.png."]
     return "\n".join(lines) + "\n"
 

@@ -158,7 +158,8 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
               *left_out_lines(table.left_out), "", *unfinished_lines(table.unfinished)]
     total = sum(s["train_wall_s"] + s["eval_wall_s"] for row in first for s in row["per_seed"].values())
     lines += ["", f"Wall time: {_minutes(total)} min for {sum(len(r['per_seed']) for r in first)} model run(s) "
-              f"(training with validation, then decoding the first test set; an interrupted training counts each of its stretches, up to its last logged line); "
+              f"(training with validation, then decoding the first test set; an interrupted training counts each "
+              f"of its stretches, up to its last logged line); "
               f"this invocation {_minutes(run['this_invocation_wall_s'])} min.", "",
               f"Plot: {STEM}.png (first test set: mean test BLEU per model with its sd over seeds, text-only as the "
               f"reference line; greedy validation BLEU per update, one line per seed). Per-model commands: {STEM}.json."]
