@@ -206,7 +206,7 @@ def test_two_runs_hold_the_same_data_when_their_vocabulary_and_dictionaries_are_
     from multi30k_runs import data_difference
 
     mine, other = seeded.work / "seed1", tmp_path / "other"
-    for name in ("spm/spm.vocab", "data-bin/dict.en.txt", "data-bin/dict.de.txt"):
+    for name in ("spm/spm.vocab", "dict/dict.all.txt", "data-bin/dict.en.txt", "data-bin/dict.de.txt"):
         (other / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(mine / name, other / name)
     assert data_difference(mine, seeded.work / "seed2") is None and data_difference(mine, other) is None

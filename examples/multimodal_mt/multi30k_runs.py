@@ -83,11 +83,10 @@ def record_in(work: Path, seed: int, name: str) -> Path:
 
 def data_difference(seed_dir: Path, other: Path) -> Optional[str]:
     """Why the seed directories ``seed_dir`` and ``other`` (of two recipe runs) do not hold the same
-    prepared data: the first of their subword vocabulary and the dictionaries of every language both
-    have that differs (None: none; spm.model is not compared, it also records its input paths)."""
-    dictionaries = sorted({p.name for p in (seed_dir / "data-bin").glob("dict.*.txt")}
-                          & {p.name for p in (other / "data-bin").glob("dict.*.txt")})
-    for name in ["spm/spm.vocab", *(f"data-bin/{d}" for d in dictionaries)]:
+    prepared data: the first of their subword vocabulary, the one dictionary every language is
+    binarized with (``dict/dict.all.txt``) and its en and de copies in ``data-bin`` that differs
+    (None: none; spm.model is not compared, it also records its input paths)."""
+    for name in ("spm/spm.vocab", "dict/dict.all.txt", "data-bin/dict.en.txt", "data-bin/dict.de.txt"):
         if (seed_dir / name).read_bytes() != (other / name).read_bytes():
             return f"{other / name} differs from {seed_dir / name}: the two runs prepared different data"
     return None
