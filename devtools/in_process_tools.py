@@ -7,6 +7,7 @@ import contextlib
 import gc
 import io
 import logging
+import multiprocessing
 import sys
 import warnings
 from pathlib import Path
@@ -103,10 +104,28 @@ def forget_best_validation() -> None:
             del function.best
 
 
+def end_data_loader_workers() -> None:
+    """End the data-loader worker processes that a tool run in this process left running.
+
+    fairseq keeps its data loaders' workers alive between epochs (``persistent_workers``), so a
+    training that stops at ``--max-update`` leaves one per loader. In a process of its own they end
+    at exit; here the loader becomes cyclic garbage, and when the garbage collector frees it, its
+    queues are closed before torch asks the worker to stop: torch then waits five seconds for the
+    worker and kills it, inside whatever code happened to trigger the collection. Stopped now,
+    while their queues are open, the workers end at once."""
+    if not multiprocessing.active_children():
+        return
+    from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
+    for loader in [obj for obj in gc.get_objects() if isinstance(obj, _MultiProcessingDataLoaderIter)]:
+        loader._shutdown_workers()
+
+
 def call_tool(tool: str, args: Sequence[str]) -> None:
     """Run the console script ``tool`` of :data:`TOOLS` with ``args`` in this process, ``sys.argv`` left
     as it was. A training starts without the best validation score of the run before; a tool that
-    ends with ``SystemExit`` 0 (e.g. a finished training run again) has succeeded."""
+    ends with ``SystemExit`` 0 (e.g. a finished training run again) has succeeded; the data-loader
+    workers it leaves are ended (:func:`end_data_loader_workers`)."""
     module, function, via_argv = TOOLS[tool]
     entry = getattr(__import__(module, fromlist=[function]), function)
     if tool == "fairseq-train":
@@ -123,6 +142,7 @@ def call_tool(tool: str, args: Sequence[str]) -> None:
             raise
     finally:
         sys.argv = saved_argv
+        end_data_loader_workers()
 
 
 def run_tool(tool: str, args: Sequence[str], log: Path) -> str:

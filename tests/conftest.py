@@ -16,6 +16,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from devtools.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
+from devtools.in_process_tools import end_data_loader_workers
 import fairseq_ctx
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
@@ -91,13 +92,15 @@ def multilingual_data(tmp_path_factory) -> Path:
 
 def run_fairseq_cli(cli_main, args: Sequence[str]) -> None:
     """Run a stock fairseq console entry point (``fairseq_cli.*.cli_main``) in this process,
-    saving the interpreter start-up of a subprocess."""
+    saving the interpreter start-up of a subprocess (and ending the data-loader workers it leaves,
+    as a process of its own would at exit)."""
     saved = sys.argv
     sys.argv = ["fairseq", *args]
     try:
         cli_main()
     finally:
         sys.argv = saved
+        end_data_loader_workers()
 
 
 def context_baseline_archs() -> List[str]:
