@@ -470,14 +470,20 @@ def test_the_length_check_follows_its_stated_rule(recipe):
 
     base = {"ratio": {"mean": 0.95}}
 
-    def model(ratio: float, delta: float, delta_no_bp: float) -> dict:
-        return {"ratio": {"mean": ratio}, "vs_text_only": {"seeds": [1], "delta_bleu": {"mean": delta},
-                                                           "delta_bleu_no_bp": {"mean": delta_no_bp}}}
+    def model(ratio: float, delta: float, delta_no_bp: float, seeds=(1,), p_no_bp: float = None) -> dict:
+        return {"ratio": {"mean": ratio}, "vs_text_only": {"seeds": list(seeds), "delta_bleu": {"mean": delta},
+                                                           "delta_bleu_no_bp": {"mean": delta_no_bp},
+                                                           "t_bleu_no_bp": {"p": p_no_bp}}}
 
-    assert length_check(model(1.03, 1.3, 0.4), base) == "yes: the gain remains without BP"
+    assert length_check(model(1.03, 1.3, 0.4), base) == "yes: the gain remains without BP (one seed, untested)"
     assert length_check(model(1.03, 1.3, -0.2), base).startswith("no: without BP it is not above text-only")
     assert length_check(model(0.90, 1.3, 2.0), base).startswith("not checked: shorter than text-only")
     assert length_check(model(1.03, -0.5, -1.0), base) == "no gain to check"
+    # several seeds: the BP-free difference passes the t-test over seeds, or the check is undecided
+    assert length_check(model(1.03, 1.3, 0.9, (1, 2, 3), 0.01), base) == "yes: the gain remains without BP (p 0.010)"
+    assert length_check(model(1.03, 1.3, 0.35, (1, 2, 3), 0.60), base) == (
+        "undecided: above text-only without BP, p 0.600 (the gain may come from length)")
+    assert length_check(model(1.03, 1.3, -0.1, (1, 2, 3), 0.80), base).startswith("no: without BP")
 
 
 def test_the_convergence_outcome_is_the_rules_on_the_text_only_curve(recipe):

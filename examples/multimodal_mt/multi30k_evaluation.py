@@ -115,7 +115,7 @@ def compare(baseline: Dict[int, dict], system: Dict[int, dict], baseline_hypothe
             system_hypotheses: Dict[int, List[str]], references: Sequence[str]) -> Dict[str, object]:
     """A system's difference from the baseline over the seeds both have (per-seed scores keyed by
     seed): mean ± sd of the per-seed differences of BLEU, chrF and BLEU without BP; a paired
-    t-test over seeds of the BLEU and chrF differences (two or more seeds); the paired bootstrap
+    t-test over seeds of each of the three (two or more seeds); the paired bootstrap
     over test sentences with the seeds' hypotheses pooled; and which of the two the verdict uses
     (the t-test when it exists: it measures seed-to-seed variation; one seed: the bootstrap)."""
     seeds = sorted(set(baseline) & set(system))
@@ -125,7 +125,7 @@ def compare(baseline: Dict[int, dict], system: Dict[int, dict], baseline_hypothe
     for key in ("bleu", "chrf", "bleu_no_bp"):
         deltas = [system[s][key] - baseline[s][key] for s in seeds]
         result[f"delta_{key}"] = summary(deltas)
-    for key in ("bleu", "chrf"):
+    for key in ("bleu", "chrf", "bleu_no_bp"):
         test = paired_t_test([system[s][key] for s in seeds], [baseline[s][key] for s in seeds])
         result[f"t_{key}"] = {"t": test.t, "p": test.p}
     pooled = paired_bootstrap([h for s in seeds for h in baseline_hypotheses[s]],

@@ -74,7 +74,9 @@ def convergence(rows: List[dict]) -> str:
 
 def length_check(row: dict, base: Optional[dict]) -> str:
     """Whether a BLEU gain over text-only remains at equal length: BLEU without its brevity penalty
-    (the n-gram precisions, which a longer output does not raise), for a model longer than text-only."""
+    (the n-gram precisions, which a longer output does not raise), for a model longer than text-only.
+    With several seeds the BP-free difference has to pass the verdict's test (the paired t-test over
+    seeds, p < SIGNIFICANCE); with one seed its sign decides, marked untested."""
     versus = row.get("vs_text_only")
     if base is None or not versus or not versus.get("seeds"):
         return "—"
@@ -82,9 +84,14 @@ def length_check(row: dict, base: Optional[dict]) -> str:
         return "no gain to check"
     if row["ratio"]["mean"] < base["ratio"]["mean"]:
         return "not checked: shorter than text-only (BLEU without BP would favour it)"
-    if versus["delta_bleu_no_bp"]["mean"] > 0:
-        return "yes: the gain remains without BP"
-    return "no: without BP it is not above text-only (the gain may come from length)"
+    if versus["delta_bleu_no_bp"]["mean"] <= 0:
+        return "no: without BP it is not above text-only (the gain may come from length)"
+    if len(versus["seeds"]) == 1:
+        return "yes: the gain remains without BP (one seed, untested)"
+    p = versus["t_bleu_no_bp"]["p"]
+    if p < SIGNIFICANCE:
+        return f"yes: the gain remains without BP (p {p_text(p)})"
+    return f"undecided: above text-only without BP, p {p_text(p)} (the gain may come from length)"
 
 
 def _minutes(seconds: float) -> str:
