@@ -105,7 +105,8 @@ def forget_best_validation() -> None:
 
 
 def end_data_loader_workers() -> None:
-    """End the data-loader worker processes that a tool run in this process left running.
+    """End every data-loader worker process alive in this process: called after each tool run here,
+    when no loader of the caller's is in use (it would be ended too).
 
     fairseq keeps its data loaders' workers alive between epochs (``persistent_workers``), so a
     training that stops at ``--max-update`` leaves one per loader. In a process of its own they end
