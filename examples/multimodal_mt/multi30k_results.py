@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from devtools.recipe_report import plot_if_possible, unfinished_lines
-from devtools.seed_statistics import HELD, NOT_HELD, SIGNIFICANCE, UNDECIDED, mean_sd_text, power_note
+from devtools.seed_statistics import (HELD, NOT_HELD, SIGNIFICANCE, UNDECIDED, UNTESTED, direction_verdict,
+                                      mean_sd_text, power_note)
 from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
                                  convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
                                  score_decoded)
@@ -75,8 +76,8 @@ def convergence(rows: List[dict]) -> str:
 def length_check(row: dict, base: Optional[dict]) -> str:
     """Whether a BLEU gain over text-only remains at equal length: BLEU without its brevity penalty
     (the n-gram precisions, which a longer output does not raise), for a model longer than text-only.
-    With several seeds the BP-free difference has to pass the verdict's test (the paired t-test over
-    seeds, p < SIGNIFICANCE); with one seed its sign decides, marked untested."""
+    A BP-free difference above zero is judged by the verdict's rule (``direction_verdict`` on the
+    paired t-test over seeds; one seed: its sign, marked untested)."""
     versus = row.get("vs_text_only")
     if base is None or not versus or not versus.get("seeds"):
         return "—"
@@ -84,14 +85,12 @@ def length_check(row: dict, base: Optional[dict]) -> str:
         return "no gain to check"
     if row["ratio"]["mean"] < base["ratio"]["mean"]:
         return "not checked: shorter than text-only (BLEU without BP would favour it)"
-    if versus["delta_bleu_no_bp"]["mean"] <= 0:
+    delta, p = versus["delta_bleu_no_bp"]["mean"], versus["t_bleu_no_bp"]["p"]
+    if delta <= 0:
         return "no: without BP it is not above text-only (the gain may come from length)"
-    if len(versus["seeds"]) == 1:
-        return "yes: the gain remains without BP (one seed, untested)"
-    p = versus["t_bleu_no_bp"]["p"]
-    if p < SIGNIFICANCE:
-        return f"yes: the gain remains without BP (p {p_text(p)})"
-    return f"undecided: above text-only without BP, p {p_text(p)} (the gain may come from length)"
+    if direction_verdict(delta, p) == UNDECIDED:
+        return f"undecided: above text-only without BP, p {p_text(p)} (the gain may come from length)"
+    return "yes: the gain remains without BP " + (UNTESTED if p is None else f"(p {p_text(p)})")
 
 
 def _minutes(seconds: float) -> str:
