@@ -16,7 +16,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from devtools.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
-from devtools.in_process_tools import end_data_loader_workers
+from devtools.in_process_tools import call_tool
 import fairseq_ctx
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
@@ -90,19 +90,6 @@ def multilingual_data(tmp_path_factory) -> Path:
     return binarize_multilingual(root / "raw", root / "data-bin", EMBEDDING_PAIRS.split(","), ["pa", "pb", "xa"])
 
 
-def run_fairseq_cli(cli_main, args: Sequence[str]) -> None:
-    """Run a stock fairseq console entry point (``fairseq_cli.*.cli_main``) in this process,
-    saving the interpreter start-up of a subprocess (and ending the data-loader workers it leaves,
-    as a process of its own would at exit)."""
-    saved = sys.argv
-    sys.argv = ["fairseq", *args]
-    try:
-        cli_main()
-    finally:
-        sys.argv = saved
-        end_data_loader_workers()
-
-
 def context_baseline_archs() -> List[str]:
     """Every registered context_translation arch but hce/hmce: the baselines (ctx_concat, dat, dct,
     han, and one added later without editing this file)."""
@@ -153,19 +140,17 @@ def trained_baselines(tiny_data, tmp_path_factory):
 
 
 def train_baselines(tiny_data: Path, work: Path, archs: Sequence[str]) -> None:
-    from fairseq_cli import generate, train
-
     for arch in archs:
         context = ["--context-size", "0" if arch == "transformer" else "2"]
         save_dir, results = work / arch, work / f"gen-{arch}"
         common = [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", *context, "--cpu"]
-        run_fairseq_cli(train.cli_main, [
+        call_tool("fairseq-train", [
             *common, "--arch", arch, *TINY_MODEL, "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "2000",
             "--max-update", "30", "--criterion", "label_smoothed_cross_entropy", "--seed", "1", "--dropout", "0.0",
             "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--log-format", "none",
             "--disable-validation",
         ])
-        run_fairseq_cli(generate.cli_main, [
+        call_tool("fairseq-generate", [
             *common, "--path", str(save_dir / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "2",
             "--batch-size", "16", "--required-batch-size-multiple", "1", "--results-path", str(results),
         ])

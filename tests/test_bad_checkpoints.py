@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from fairseq_cli import train
 
-from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_fairseq_cli, run_tool
+from devtools.in_process_tools import call_tool
+from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_tool
 from embedding_helpers import TINY_TRANSFORMER
 from fairseq_ctx.context import hub
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
@@ -38,7 +38,7 @@ def checkpoints(tiny_data, multilingual_data, tmp_path_factory) -> dict:
     }
     paths = {}
     for name, args in runs.items():
-        run_fairseq_cli(train.cli_main, [*args, *TRAIN, "--save-dir", str(work / name)])
+        call_tool("fairseq-train", [*args, *TRAIN, "--save-dir", str(work / name)])
         paths[name] = work / name / "checkpoint_last.pt"
     data = paths["hmce"].read_bytes()
     paths["truncated"] = work / "truncated.pt"
@@ -96,7 +96,7 @@ def test_restore_file_that_does_not_exist_is_an_error(tiny_data, tmp_path):
             f"fairseq-train --restore-file: checkpoint {missing} does not exist (fairseq would silently train from "
             f"scratch); pass an existing checkpoint, or leave --restore-file out to resume from "
             f"{tmp_path / 'run' / 'checkpoint_last.pt'}")):
-        run_fairseq_cli(train.cli_main, [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+        call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
                                          "--arch", "hmce", *TINY_MODEL, *TRAIN, "--save-dir", str(tmp_path / "run"),
                                          "--restore-file", str(missing)])
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
@@ -204,7 +204,7 @@ def test_checkpoint_trained_with_a_relative_data_path_loads_from_another_directo
     dictionaries from anywhere. Without that record (older checkpoints) it is an error saying to
     pass --data."""
     monkeypatch.chdir(tiny_data.parent)
-    run_fairseq_cli(train.cli_main, [tiny_data.name, "--user-dir", USER_DIR, "--task", "context_translation",
+    call_tool("fairseq-train", [tiny_data.name, "--user-dir", USER_DIR, "--task", "context_translation",
                                      "--arch", "hmce", *TINY_MODEL, *TRAIN, "--save-dir", str(tmp_path / "run")])
     checkpoint = tmp_path / "run" / "checkpoint_last.pt"
     state = torch.load(checkpoint, weights_only=True)

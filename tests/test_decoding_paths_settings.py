@@ -8,7 +8,8 @@ from typing import Dict, List
 
 import pytest
 
-from conftest import USER_DIR, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import USER_DIR
 from fairseq_ctx.context import hub
 from test_inference_paths import train
 
@@ -48,10 +49,8 @@ def hypotheses(text: str) -> Dict[int, str]:
 
 
 def generate(data: Path, checkpoint: Path, tmp_path: Path, *options: str) -> Dict[int, str]:
-    from fairseq_cli import generate as fairseq_generate
-
     results = tmp_path / f"gen{len(list(tmp_path.glob('gen*')))}"
-    run_fairseq_cli(fairseq_generate.cli_main, [
+    call_tool("fairseq-generate", [
         str(data), "--user-dir", USER_DIR, "--task", "context_translation", *options, "--path", str(checkpoint),
         "--gen-subset", "test", "--beam", "2", "--batch-size", "4", "--required-batch-size-multiple", "1",
         "--results-path", str(results), "--cpu"])
@@ -59,10 +58,8 @@ def generate(data: Path, checkpoint: Path, tmp_path: Path, *options: str) -> Dic
 
 
 def interactive(data: Path, checkpoint: Path, documents: Path, capsys, *options: str) -> List[str]:
-    from fairseq_cli import interactive as fairseq_interactive
-
     capsys.readouterr()
-    run_fairseq_cli(fairseq_interactive.cli_main, [
+    call_tool("fairseq-interactive", [
         str(data), "--user-dir", USER_DIR, "--task", "context_translation", *options, "--path", str(checkpoint),
         "--beam", "2", "--buffer-size", "5", "--batch-size", "5", "--input", str(documents), "--cpu"])
     found = hypotheses(capsys.readouterr().out)

@@ -8,7 +8,8 @@ import pytest
 import torch
 from fairseq import metrics, tasks
 
-from conftest import USER_DIR, TINY_MODEL, parse_cfg, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import USER_DIR, TINY_MODEL, parse_cfg
 from fairseq_ctx.analysis.cka import cka, mean_pairwise_linear_hsic, sample_paired_rows, sample_rows
 
 HSIC_ARGS = ["--criterion", "head_diversity", "--hsic-lambda", "0.01", "--ortho-lambda", "0.5"]
@@ -149,10 +150,8 @@ def test_half_precision_degenerate_batches_have_float32_terms_and_finite_gradien
 @pytest.mark.parametrize("extra", [["--criterion", "head_diversity", "--hsic-lambda", "1e-7"], CKA_ARGS],
                          ids=["head_diversity", "cka_alignment"])
 def test_fairseq_train_with_one_sentence_batches_runs_and_counts_skips(tiny_data, tmp_path, extra, caplog):
-    from fairseq_cli import train
-
     with caplog.at_level("INFO"):
-        run_fairseq_cli(train.cli_main, [
+        call_tool("fairseq-train", [
             str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--arch", "hmce", *TINY_MODEL,
             "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "1", "--max-update", "6", *extra,
             "--seed", "1", "--save-dir", str(tmp_path), "--no-save", "--disable-validation", "--log-format", "json",

@@ -1,6 +1,9 @@
 """Tools run one after another in one process (``devtools.in_process_tools``, the suite's and the
-recipes' way of saving interpreter start-ups) leave nothing running behind them."""
+recipes' way of saving interpreter start-ups) leave nothing running behind them and pass their failures on."""
 import multiprocessing
+import sys
+
+import pytest
 
 from conftest import TINY_MODEL, USER_DIR
 from devtools.in_process_tools import call_tool
@@ -17,3 +20,14 @@ def test_a_training_run_in_this_process_leaves_no_data_loader_worker(tiny_data, 
         "--log-format", "none",
     ])
     assert set(multiprocessing.active_children()) <= before
+
+
+def test_a_tool_that_fails_raises_and_leaves_sys_argv_as_it_was(tiny_data):
+    """The suite and the recipes run the stock entry points here: a failure (argparse's exit status
+    2) reaches the caller, and the next tool sees the caller's sys.argv, not the failed one's."""
+    argv = list(sys.argv)
+    with pytest.raises(SystemExit) as stop:
+        call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+                                    "--arch", "hmce", "--no-such-option"])
+    assert stop.value.code == 2
+    assert sys.argv == argv

@@ -10,7 +10,8 @@ import pytest
 from fairseq.models import MODEL_REGISTRY
 from fairseq.utils import strip_pad
 
-from conftest import TINY_MODEL, USER_DIR, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import TINY_MODEL, USER_DIR
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.interactive import ContextUnavailableError, InteractiveDocuments
 from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
@@ -22,9 +23,7 @@ CONTEXT_SIZE = 2
 
 
 def train(data: Path, save_dir: Path, task_args: List[str], updates: int) -> Path:
-    from fairseq_cli import train as fairseq_train
-
-    run_fairseq_cli(fairseq_train.cli_main, [
+    call_tool("fairseq-train", [
         str(data), "--user-dir", USER_DIR, *task_args, *TINY_MODEL, "--optimizer", "adam", "--lr", "5e-3",
         "--max-tokens", "2000", "--max-update", str(updates), "--criterion", "label_smoothed_cross_entropy",
         "--seed", "1", "--dropout", "0.0", "--save-dir", str(save_dir), "--no-epoch-checkpoints",
@@ -65,8 +64,6 @@ def interactive(data: Path, checkpoint: Path, documents: Path, buffer_size: int,
                 monkeypatch) -> Tuple[Dict[int, str], Counter]:
     """fairseq-interactive's hypotheses by line number, and (sentence, context) of every
     sentence as the model received it."""
-    from fairseq_cli import interactive as fairseq_interactive
-
     seen: List[Tuple[str, Tuple[str, ...]]] = []
     restore = InteractiveDocuments.restore_context
 
@@ -86,7 +83,7 @@ def interactive(data: Path, checkpoint: Path, documents: Path, buffer_size: int,
 
     monkeypatch.setattr(InteractiveDocuments, "restore_context", recording)
     capsys.readouterr()
-    run_fairseq_cli(fairseq_interactive.cli_main, [
+    call_tool("fairseq-interactive", [
         str(data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", str(CONTEXT_SIZE),
         "--path", str(checkpoint), "--beam", "2", "--buffer-size", str(buffer_size),
         "--batch-size", str(min(buffer_size, 4)), "--input", str(documents), "--cpu",
@@ -118,13 +115,11 @@ def test_interactive_translates_with_the_running_context_like_translate_doc(
 
 
 def test_interactive_constraints_with_context_are_refused(tiny_data, hmce_dir, tmp_path):
-    from fairseq_cli import interactive as fairseq_interactive
-
     source = tmp_path / "constrained.en"
     source.write_text("it is small .\tist\n", encoding="utf-8")
     refusal = r"--constraints is not supported with document context \(--context-size or --target-context-size > 0\)"
     with pytest.raises(ContextUnavailableError, match=refusal):
-        run_fairseq_cli(fairseq_interactive.cli_main, [
+        call_tool("fairseq-interactive", [
             str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--constraints",
             "--path", str(hmce_dir / "checkpoint_last.pt"), "--input", str(source), "--cpu",
         ])
@@ -177,11 +172,9 @@ def test_inference_step_and_dataset_without_context_raise(tiny_data, hmce_dir):
 
 
 def test_generate_with_the_sentence_level_task_refuses_a_context_model(tiny_data, hmce_dir):
-    from fairseq_cli import generate
-
     with pytest.raises(ValueError, match=r"--arch hmce is a context_translation model, but the task is "
                                          r"TranslationTask"):
-        run_fairseq_cli(generate.cli_main, [str(tiny_data), "--user-dir", USER_DIR, "--task", "translation",
+        call_tool("fairseq-generate", [str(tiny_data), "--user-dir", USER_DIR, "--task", "translation",
                                             "--path", str(hmce_dir / "checkpoint_last.pt"), "--gen-subset", "test",
                                             "--cpu"])
 
@@ -215,11 +208,9 @@ def test_multisource_from_pretrained_is_fairseqs_hub_for_a_text_only_model(multi
 def test_document_vector_model_translates_raw_text_as_generate_does(tiny_data, tmp_path):
     """With --document-vector (span M) the running context keeps the previous M sentences, so
     raw text gets the same translations as fairseq-generate on the binarized split."""
-    from fairseq_cli import generate
-
     save_dir = train(tiny_data, tmp_path / "dv", ["--task", "context_translation", "--arch", "hmce",
                                                   "--document-vector", "--document-vector-span", "4"], 10)
-    run_fairseq_cli(generate.cli_main, [
+    call_tool("fairseq-generate", [
         str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--path",
         str(save_dir / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "2", "--batch-size", "8",
         "--required-batch-size-multiple", "1", "--results-path", str(tmp_path / "gen"), "--cpu",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 from fairseq import checkpoint_utils
-from fairseq_cli import generate, interactive, train
 
-from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_fairseq_cli, run_tool
+from devtools.in_process_tools import call_tool
+from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_tool
 from embedding_helpers import TINY_TRANSFORMER
 from fairseq_ctx.context import hub
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
@@ -69,7 +69,7 @@ def flipped(tiny_data, multilingual_data, multimodal_data, tmp_path_factory) -> 
     if hasattr(checkpoint_utils.save_checkpoint, "best"):
         del checkpoint_utils.save_checkpoint.best
     for name, command in runs.items():
-        run_fairseq_cli(train.cli_main, command)
+        call_tool("fairseq-train", command)
         paths[name] = work / name / "checkpoint_last.pt"
         (work / f"{name}-flipped").mkdir()
         paths[f"{name}_flipped"] = flip_bytes_in_weights(paths[name], work / f"{name}-flipped" / "checkpoint_last.pt")
@@ -142,13 +142,13 @@ def test_stock_fairseq_tools_refuse_flipped_weights(flipped, tiny_data, tmp_path
     --finetune-from-model read through the plugin's hooks; each names its own option."""
     hmce = flipped["hmce_flipped"]
     decode = [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--path", str(hmce), "--cpu"]
-    for cli_main in (generate.cli_main, interactive.cli_main):
+    for tool, args in (("fairseq-generate", [*decode, "--gen-subset", "test"]), ("fairseq-interactive", decode)):
         with pytest.raises(CheckpointError) as error:
-            run_fairseq_cli(cli_main, [*decode, "--gen-subset", "test"] if cli_main is generate.cli_main else decode)
+            call_tool(tool, args)
         assert_names_damage(str(error.value), "--path", hmce)
     for option in ("--restore-file", "--finetune-from-model"):
         with pytest.raises(CheckpointError) as error:
-            run_fairseq_cli(train.cli_main, [*hmce_command(tiny_data, tmp_path / option.strip("-"), 3), option,
+            call_tool("fairseq-train", [*hmce_command(tiny_data, tmp_path / option.strip("-"), 3), option,
                                              str(hmce)])
         assert_names_damage(str(error.value), f"fairseq-train {option}", hmce)
         assert not (tmp_path / option.strip("-")).exists() or not any((tmp_path / option.strip("-")).glob("*.pt"))
@@ -166,7 +166,7 @@ def test_finetune_from_a_missing_checkpoint_names_the_option(tiny_data, tmp_path
     with pytest.raises(CheckpointError, match=re.escape(
             f"fairseq-train --finetune-from-model: checkpoint {missing} does not exist; pass the checkpoint of the "
             f"pretrained model (e.g. its checkpoint_best.pt)")):
-        run_fairseq_cli(train.cli_main, [*hmce_command(tiny_data, tmp_path / "run"), "--finetune-from-model",
+        call_tool("fairseq-train", [*hmce_command(tiny_data, tmp_path / "run"), "--finetune-from-model",
                                          str(missing)])
 
 
@@ -197,9 +197,7 @@ def test_rerunning_a_finished_training_command_trains_and_writes_nothing(flipped
     save_dir = flipped["hmce"].parent
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in save_dir.glob("*.pt")}
     assert "checkpoint_best.pt" in before
-    with pytest.raises(SystemExit) as stop:
-        run_fairseq_cli(train.cli_main, flipped["commands"]["hmce"])
-    assert stop.value.code == 0
+    call_tool("fairseq-train", flipped["commands"]["hmce"])  # returns on exit status 0, raises on any other
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in save_dir.glob("*.pt")} == before
     assert (f"fairseq-train: {save_dir / 'checkpoint_last.pt'} is already at 2 updates, --max-update 2: training is "
             f"finished, nothing is trained or written. Raise --max-update to train further") in caplog.text

@@ -8,9 +8,9 @@ import shutil
 import pytest
 import torch
 from fairseq.data import Dictionary
-from fairseq_cli import train
 
-from conftest import TINY_MODEL, USER_DIR, build, make_data_bin, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import TINY_MODEL, USER_DIR, build, make_data_bin
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
@@ -30,7 +30,7 @@ def relative_run(tiny_data, tmp_path_factory):
     here = os.getcwd()
     os.chdir(tiny_data.parent)
     try:
-        run_fairseq_cli(train.cli_main, [tiny_data.name, "--user-dir", USER_DIR, "--task", "context_translation",
+        call_tool("fairseq-train", [tiny_data.name, "--user-dir", USER_DIR, "--task", "context_translation",
                                          "--context-size", "0", "--arch", "transformer", *TINY_MODEL, *TRAIN,
                                          "--save-dir", str(work / "sentence")])
     finally:

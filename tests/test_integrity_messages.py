@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fairseq_cli import generate, train
 
-from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, run_fairseq_cli, tool
+from devtools.in_process_tools import call_tool
+from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, tool
 from embedding_helpers import TINY_TRANSFORMER
 from fairseq_ctx.cli import analyze_heads, contrastive, embed, score, subset_bleu, translate_doc
 from fairseq_ctx.context import hub
@@ -34,7 +34,7 @@ def checkpoints(tiny_data, multilingual_data, tmp_path_factory) -> dict:
                  "--max-tokens", "500"],
     }
     for name, command in runs.items():
-        run_fairseq_cli(train.cli_main, [*command, *TRAIN, "--save-dir", str(work / name)])
+        call_tool("fairseq-train", [*command, *TRAIN, "--save-dir", str(work / name)])
     return {name: work / name / "checkpoint_last.pt" for name in runs}
 
 
@@ -97,13 +97,13 @@ def test_max_tokens_below_a_sentence_with_its_context(tiny_data, checkpoints, tm
     the tokens it needs, counting its context."""
     with pytest.raises(BatchLimitError, match=MAX_TOKENS.format(what=r"sentence \d+ of split 'train' \(line \d+ of "
                                                                       r"its text\)")):
-        run_fairseq_cli(train.cli_main, [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+        call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
                                          "--arch", "ctx_concat", *TINY_MODEL, "--max-tokens", "6", *TRAIN,
                                          "--save-dir", str(tmp_path / "run")])
     assert not list((tmp_path / "run").glob("*.pt"))
     in_test = MAX_TOKENS.format(what=r"sentence \d+ of split 'test' \(line \d+ of its text\)")
     with pytest.raises(BatchLimitError, match=in_test):
-        run_fairseq_cli(generate.cli_main, [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+        call_tool("fairseq-generate", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
                                             "--path", str(checkpoints["ctx_concat"]), "--gen-subset", "test", "--cpu",
                                             "--max-tokens", "6"])
     result = subprocess.run([tool("fairseq-interactive"), str(tiny_data), "--user-dir", USER_DIR, "--task",
@@ -133,9 +133,9 @@ def test_decoder_and_batch_sizes_that_cannot_decode_are_refused(tiny_data, check
              ("--min-len", "-1"): "--min-len -1 must not be negative"}
     for options, message in cases.items():
         with pytest.raises(GenerationOptionError, match=re.escape(message)):
-            run_fairseq_cli(generate.cli_main, [*decode, *options])
+            call_tool("fairseq-generate", [*decode, *options])
     with pytest.raises(BatchLimitError, match=re.escape("--batch-size 0 must be at least 1")):
-        run_fairseq_cli(generate.cli_main, [*decode, "--batch-size", "0"])
+        call_tool("fairseq-generate", [*decode, "--batch-size", "0"])
     with pytest.raises(GenerationOptionError, match=re.escape("--beam 0 must be at least 1")):
         hub.load(str(checkpoints["ctx_concat"]), beam=0)
     text = tmp_path / "input.txt"

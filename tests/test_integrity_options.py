@@ -4,9 +4,9 @@ string, zero or negative sizes of the decoder and of the batches."""
 import re
 
 import pytest
-from fairseq_cli import generate, train
 
-from conftest import TINY_MODEL, USER_DIR, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import TINY_MODEL, USER_DIR
 from fairseq_ctx.context import hub
 
 TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--cpu", "--seed", "1",
@@ -16,13 +16,13 @@ TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-up
 @pytest.fixture(scope="module")
 def hmce_checkpoint(tiny_data, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("options") / "hmce"
-    run_fairseq_cli(train.cli_main, [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+    call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
                                      "--arch", "hmce", *TINY_MODEL, *TRAIN, "--save-dir", str(save_dir)])
     return save_dir / "checkpoint_last.pt"
 
 
 def decode(data, checkpoint, results, *extra) -> set:
-    run_fairseq_cli(generate.cli_main, [
+    call_tool("fairseq-generate", [
         str(data), "--user-dir", USER_DIR, "--task", "context_translation", "--path", str(checkpoint), "--cpu",
         "--gen-subset", "test", "--beam", "1", "--max-len-b", "5", "--batch-size", "4",
         "--required-batch-size-multiple", "1", "--results-path", str(results), *extra])

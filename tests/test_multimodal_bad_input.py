@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import USER_DIR, build_multimodal, run_fairseq_cli, run_tool
+from devtools.in_process_tools import call_tool
+from conftest import USER_DIR, build_multimodal, run_tool
 from fairseq_ctx.multisource.data.feature_file import FeatureInputError
 
 pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
@@ -62,10 +63,8 @@ def test_feature_dimension_must_match_the_checkpoint(multimodal_data, tmp_path):
 
 
 def test_generate_fails_early_on_missing_or_mismatched_features(multimodal_data, tmp_path):
-    from fairseq_cli import train
-
     checkpoint_dir = tmp_path / "ckpt"  # trained in this process (no interpreter start-up): the tools below are under test
-    run_fairseq_cli(train.cli_main, [str(multimodal_data), "--user-dir", USER_DIR, "--task", "multimodal_translation",
+    call_tool("fairseq-train", [str(multimodal_data), "--user-dir", USER_DIR, "--task", "multimodal_translation",
               "-s", "en", "-t", "de", "--feature-inputs", "img", "--arch", "hierarchical_attention_decoder",
               "--combination", "hierarchical", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16",
               "--decoder-ffn-embed-dim", "16", "--encoder-layers", "1", "--decoder-layers", "1",

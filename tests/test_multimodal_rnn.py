@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from production_matrix import TINY_RNN as RNN
-from conftest import USER_DIR, build_multimodal, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import USER_DIR, build_multimodal
 
 
 @pytest.mark.parametrize("combination,sentinel", [("concat", False), ("flat", True), ("hierarchical", False),
@@ -49,13 +50,11 @@ def _hypotheses(generate_output: str):
 def _with_sources_of_different_lengths(data: Path, work: Path) -> Path:
     """Symlinked copy of ``data`` whose test sources lose 0, 1 or 2 words (the generated ones all
     have one length), so that batches are padded."""
-    from fairseq_cli import preprocess
-
     raw = (data.parent / "raw" / "test.en").read_text().splitlines()
     shortened = [" ".join(w for k, w in enumerate(line.split()) if k not in (1, 4)[: i % 3])
                  for i, line in enumerate(raw)]
     (work / "short.en").write_text("\n".join(shortened) + "\n")
-    run_fairseq_cli(preprocess.cli_main, ["--only-source", "-s", "en", "-t", "de", "--testpref", str(work / "short"),
+    call_tool("fairseq-preprocess", ["--only-source", "-s", "en", "-t", "de", "--testpref", str(work / "short"),
               "--srcdict", str(data / "dict.en.txt"), "--destdir", str(work / "short-bin"), "--workers", "1"])
     target = work / "data"
     target.mkdir()
@@ -68,11 +67,9 @@ def _with_sources_of_different_lengths(data: Path, work: Path) -> Path:
 
 def test_rnn_with_stock_train_and_generate_decodes_every_sentence_and_batching_changes_nothing(multimodal_data,
                                                                                                  tmp_path):
-    from fairseq_cli import generate, train
-
     common = ["--user-dir", USER_DIR, "--task", "multimodal_translation", "-s", "en", "-t", "de",
               "--feature-inputs", "img", "--cpu"]
-    run_fairseq_cli(train.cli_main, [
+    call_tool("fairseq-train", [
         str(multimodal_data), *common, "--arch", "multisource_rnn", *RNN, "--combination", "hierarchical",
         "--optimizer", "adam", "--lr", "1e-2", "--batch-size", "16", "--max-update", "100",
         "--criterion", "label_smoothed_cross_entropy", "--dropout", "0.0", "--seed", "1",
@@ -81,7 +78,7 @@ def test_rnn_with_stock_train_and_generate_decodes_every_sentence_and_batching_c
     decoded = {}
     for batch_size in (16, 1):
         results = tmp_path / f"gen-{batch_size}"
-        run_fairseq_cli(generate.cli_main, [
+        call_tool("fairseq-generate", [
             str(padded), *common, "--path", str(tmp_path / "ckpt" / "checkpoint_last.pt"), "--gen-subset", "test",
             "--beam", "2", "--batch-size", str(batch_size), "--required-batch-size-multiple", "1",
             "--results-path", str(results)])

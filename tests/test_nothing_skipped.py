@@ -13,7 +13,8 @@ from fairseq import options, tasks
 from fairseq.data import data_utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR
 from fairseq_ctx.core.complete_batches import complete_batches
 
 # --batch-size 128 (the size of the report), a batch size below the multiple, a token budget
@@ -112,9 +113,7 @@ def test_two_training_shards_together_see_every_sentence_once(tiny_data):
 
 
 def train_one_update(data: Path, save_dir: Path, task_args: List[str], model_args: List[str]) -> Path:
-    from fairseq_cli import train
-
-    run_fairseq_cli(train.cli_main, [
+    call_tool("fairseq-train", [
         str(data), "--user-dir", USER_DIR, *task_args, *model_args, "--cpu", "--optimizer", "adam", "--lr", "1e-3",
         "--max-tokens", "500", "--max-update", "1", "--seed", "1", "--save-dir", str(save_dir),
         "--no-epoch-checkpoints", "--disable-validation", "--log-format", "none",
@@ -149,12 +148,10 @@ GENERATE_CASES = [("hmce", name) for name in GENERATE_BATCHINGS] + [
 
 @pytest.mark.parametrize("model,batching", GENERATE_CASES, ids=[f"{m}-{b}" for m, b in GENERATE_CASES])
 def test_fairseq_generate_translates_every_sentence_of_the_split(checkpoints, model, batching, tmp_path):
-    from fairseq_cli import generate
-
     data, task_args, checkpoint = checkpoints[model]
     split = "test"  # 45 sentences (tiny_data), 16 (multimodal_data)
     count = len((data / f"{split}.{'key' if model == 'multimodal' else 'docids'}").read_text().splitlines())
-    run_fairseq_cli(generate.cli_main, [
+    call_tool("fairseq-generate", [
         str(data), "--user-dir", USER_DIR, *task_args, "--cpu", "--path", str(checkpoint), "--gen-subset", split,
         "--beam", "1", "--max-len-b", "5", "--results-path", str(tmp_path), *GENERATE_BATCHINGS[batching],
     ])
@@ -179,10 +176,8 @@ def test_tools_score_and_translate_every_sentence(checkpoints, tmp_path):
 def test_fairseq_train_epoch_trains_on_every_sentence(tiny_data, tmp_path, caplog):
     """331 training sentences, --batch-size 128: stock fairseq makes batches of 128, 128, 72 and
     drops the last 3 sentences; here the epoch has 4 updates over all 331."""
-    from fairseq_cli import train
-
     with caplog.at_level("INFO"):
-        run_fairseq_cli(train.cli_main, [
+        call_tool("fairseq-train", [
             str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--arch", "hmce", *TINY_MODEL,
             "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "128", "--max-epoch", "1", "--seed", "1",
             "--save-dir", str(tmp_path), "--no-save", "--disable-validation", "--log-format", "json",

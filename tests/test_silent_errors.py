@@ -11,9 +11,9 @@ import pytest
 import torch
 from fairseq import metrics
 from fairseq.data import Dictionary
-from fairseq_cli import train
 
-from conftest import TINY_MODEL, USER_DIR, build, build_multimodal, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import TINY_MODEL, USER_DIR, build, build_multimodal
 from fairseq_ctx.cli import doc_classify, prepare_docs, translate_doc
 from fairseq_ctx.context.data.docids import DocumentIdError, read_docids
 from fairseq_ctx.context.sentence_init_rows import MIN_OVERLAP
@@ -30,7 +30,7 @@ EMBEDDINGS = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "dec
 def sentence_checkpoint(tiny_data, tmp_path_factory) -> Path:
     """A sentence-level transformer (--context-size 0) after one update of stock fairseq-train."""
     save = tmp_path_factory.mktemp("sentence")
-    run_fairseq_cli(train.cli_main, [
+    call_tool("fairseq-train", [
         str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "0",
         "--arch", "transformer", *TINY_MODEL, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500",
         "--max-update", "1", "--cpu", "--seed", "1", "--no-epoch-checkpoints", "--disable-validation",

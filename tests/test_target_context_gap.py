@@ -15,7 +15,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
-from conftest import USER_DIR, run_fairseq_cli, run_tool
+from devtools.in_process_tools import call_tool
+from conftest import USER_DIR, run_tool
 
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
@@ -41,9 +42,7 @@ SYNONYM_GENDER = {word: gender for _, m, f in SYNONYMS for word, gender in ((m, 
 
 
 def train(data: Path, save_dir: Path, arch: str, target_context_size: int, precision: Sequence[str]) -> Path:
-    from fairseq_cli import train as fairseq_train
-
-    run_fairseq_cli(fairseq_train.cli_main, [
+    call_tool("fairseq-train", [
         str(data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "1",
         "--target-context-size", str(target_context_size), "--arch", arch, *MODEL, *BUDGET,
         "--save-dir", str(save_dir), *precision,

@@ -10,7 +10,8 @@ import pytest
 import torch
 from fairseq.utils import strip_pad
 
-from conftest import USER_DIR, run_fairseq_cli
+from devtools.in_process_tools import call_tool
+from conftest import USER_DIR
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
 from fairseq_ctx.context.contrastive.evaluation import evaluate
@@ -127,9 +128,7 @@ def test_binarized_split_reads_own_output_in_any_batch_composition(translator, r
 
 
 def test_fairseq_generate_uses_own_output(reference, tiny_data, checkpoint, tmp_path):
-    from fairseq_cli import generate
-
-    run_fairseq_cli(generate.cli_main, [
+    call_tool("fairseq-generate", [
         str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "1",
         "--target-context-size", str(SIZE), "--path", str(checkpoint), "--gen-subset", "test", *HUB_SEARCH,
         "--batch-size", "5", "--required-batch-size-multiple", "1", "--results-path", str(tmp_path), "--cpu",
@@ -145,12 +144,10 @@ def test_fairseq_generate_uses_own_output(reference, tiny_data, checkpoint, tmp_
 @pytest.mark.parametrize("buffer_size", [1, 3, 1000])
 def test_fairseq_interactive_uses_own_output(buffer_size, documents, reference, tiny_data, checkpoint, tmp_path,
                                              capsys):
-    from fairseq_cli import interactive
-
     path = tmp_path / "docs.en"
     path.write_text("\n".join(lines_of(documents)) + "\n", encoding="utf-8")
     capsys.readouterr()
-    run_fairseq_cli(interactive.cli_main, [
+    call_tool("fairseq-interactive", [
         str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "1",
         "--target-context-size", str(SIZE), "--path", str(checkpoint), *HUB_SEARCH,
         "--buffer-size", str(buffer_size), "--batch-size", str(min(buffer_size, 4)), "--input", str(path), "--cpu",

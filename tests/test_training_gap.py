@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import USER_DIR, build, make_data_bin, run_fairseq_cli, run_tool
+from conftest import USER_DIR, build, make_data_bin, run_tool
 from devtools.in_process_tools import call_tool
 
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
@@ -32,9 +32,7 @@ BUDGET = [
 
 def generate(data: Path, checkpoint: Path, context_size: int, results: Path, extra=()) -> str:
     """fairseq-generate's output, run in this process (``--results-path``: no interpreter start-up)."""
-    from fairseq_cli import generate as fairseq_generate
-
-    run_fairseq_cli(fairseq_generate.cli_main, [
+    call_tool("fairseq-generate", [
         str(data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", str(context_size),
         "--path", str(checkpoint), "--gen-subset", "test", "--beam", "5", "--batch-size", "32", "--cpu",
         "--required-batch-size-multiple", "1", "--results-path", str(results), *extra])
