@@ -84,10 +84,18 @@ def train_until_plateau(rule: PlateauRule, every: int, budget: int, curve: List[
 
 
 def checkpoint_updates(path: Path) -> int:
-    """The updates a fairseq checkpoint was saved at (0 when there is none)."""
+    """The updates a fairseq checkpoint was saved at (0 when there is none), read as every checkpoint
+    of the package is: weights-only, with fairseq_ctx's allow-list (a pickle that would run code is
+    not loaded). A file that cannot be read so is an error naming it."""
     if not path.exists():
         return 0
-    import torch
+    from fairseq_ctx.core.checkpoint_loading import training_progress
+    from fairseq_ctx.core.checkpoint_safety import allow_fairseq_checkpoints
 
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    return int(state["optimizer_history"][-1]["num_updates"])
+    allow_fairseq_checkpoints()
+    progress = training_progress(str(path))
+    if progress is None:
+        raise ValueError(f"cannot read the training progress of {path}: the file is damaged, not a fairseq "
+                         f"checkpoint, or holds objects outside the weights-only allow-list; delete it (or its "
+                         f"run's directory) to train that run again")
+    return progress[0]

@@ -1,15 +1,18 @@
 """What the real-data recipes share (devtools.recipe_runs, plateau_rule, recipe_report): the
-plateau rule and the chunked training it ends, the run options and seeds, the command lines that
-resume a run or do it in a job, jobs side by side with a log each, the header and the unfinished
-runs of a results file, and plots without matplotlib."""
+plateau rule and the chunked training it ends, the update count of a checkpoint (read
+weights-only), the run options and seeds, the command lines that resume a run or do it in a job,
+jobs side by side with a log each, the header and the unfinished runs of a results file, and plots
+without matplotlib."""
 import argparse
 import logging
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
-from devtools.plateau_rule import BLEU_PLATEAU, PlateauRule, train_until_plateau
+from devtools.plateau_rule import BLEU_PLATEAU, PlateauRule, checkpoint_updates, train_until_plateau
 from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines, unfinished_run
 from devtools.recipe_runs import (Job, add_run_options, check_run_options, edited_argv, job_command, precision_args,
                                   resume_command, run_jobs, seed_dirs, seed_list)
@@ -64,6 +67,28 @@ def parser_of(stage_one_seed: bool = False) -> argparse.ArgumentParser:
     add_run_options(parser, "models and seeds", {"--results": ["--out"]}, stage_one_seed)
     return parser
 
+
+
+class _RunsCode:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "ran"))
+
+
+def test_checkpoint_updates_reads_weights_only_and_refuses_a_pickle_that_runs_code(tmp_path):
+    """The recipes resume from checkpoint_last.pt: its update count is read weights-only, with the
+    allow-list (--eval-bleu stores numpy arrays); a checkpoint that would run code is not loaded."""
+    state = {"optimizer_history": [{"num_updates": 7}], "extra_state": {"bleu_counts": np.arange(4)}}
+    torch.save(state, tmp_path / "checkpoint_last.pt")
+    assert checkpoint_updates(tmp_path / "checkpoint_last.pt") == 7
+    assert checkpoint_updates(tmp_path / "missing.pt") == 0
+    marker = tmp_path / "executed"
+    torch.save({**state, "extra_state": {"payload": _RunsCode(marker)}}, tmp_path / "crafted.pt")
+    with pytest.raises(ValueError, match=r"cannot read the training progress of .*crafted\.pt.*allow-list"):
+        checkpoint_updates(tmp_path / "crafted.pt")
+    assert not marker.exists(), "the checkpoint ran code"
 
 def test_run_options_seeds_and_precision(capsys):
     assert seed_list("1,2,3") == [1, 2, 3]
