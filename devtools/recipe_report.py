@@ -12,9 +12,12 @@ from devtools.machine_facts import MachineFacts, this_machine, utc_now
 from devtools.seed_statistics import verdict_rule
 from fairseq_ctx.core.plots import PLOTS_INSTALL, plots_available
 
-PRECISION = {"amp": "amp (training under fairseq's --amp: bfloat16 mixed precision on the CPU; decoding and "
-                    "evaluation in float32)",
-             "fp32": "fp32 (float32 throughout)"}
+PRECISION = {("amp", "cpu"): "amp (training under fairseq's --amp: bfloat16 mixed precision on the CPU; decoding "
+                             "and evaluation in float32)",
+             ("amp", "cuda"): "amp (training under fairseq's --amp: float16 mixed precision with dynamic loss scaling "
+                              "on the GPU; decoding and evaluation in float32 on the GPU)",
+             ("fp32", "cpu"): "fp32 (float32 throughout)",
+             ("fp32", "cuda"): "fp32 (float32 throughout, on the GPU)"}
 PLOT_MISSING = "plot {name} skipped: matplotlib is not installed (" + PLOTS_INSTALL + "); the tables are complete without it"
 
 
@@ -31,6 +34,7 @@ class RunHeader:
     convergence_rule: str
     convergence: str
     one_seed: str = "the point estimate decides, marked untested"
+    device: str = "cpu"
     date: str = field(default_factory=utc_now)
     machine: Dict[str, object] = field(default_factory=dict)
 
@@ -38,7 +42,7 @@ class RunHeader:
         """Markdown bullets, one fact each."""
         return [f"- Date: {self.date}",
                 f"- Machine: {MachineFacts(**self.machine).describe()}; {self.jobs} job(s) side by side",
-                f"- Precision: {PRECISION[self.precision]}",
+                f"- Precision: {PRECISION[self.precision, self.device]}",
                 f"- Seeds: {', '.join(map(str, self.seeds))}",
                 f"- Budget: {self.budget}",
                 f"- Convergence rule (fixed before the runs): {self.convergence_rule}",
@@ -52,10 +56,10 @@ class RunHeader:
 
 def run_header(args: argparse.Namespace, seeds: Sequence[int], command: str, budget: str, convergence_rule: str,
                convergence: str, one_seed: Optional[str] = None) -> RunHeader:
-    """The header of a run started with ``args`` (their ``--precision``, ``--jobs`` and ``--threads``)
-    on this machine now."""
+    """The header of a run started with ``args`` (their ``--precision``, ``--device``, ``--jobs`` and
+    ``--threads``) on this machine now."""
     header = RunHeader(command, args.precision, list(seeds), args.jobs, args.threads, budget, convergence_rule,
-                       convergence, machine=this_machine(torch_threads=args.threads).as_dict())
+                       convergence, device=args.device, machine=this_machine(torch_threads=args.threads).as_dict())
     if one_seed is not None:
         header.one_seed = one_seed
     return header

@@ -1,5 +1,5 @@
 """How the real-data recipes run: the options every recipe shares (``--seed``/``--seeds``,
-``--jobs``, ``--threads``, ``--precision``, ``--results``, ``--no-report``), the work directory of
+``--jobs``, ``--threads``, ``--precision``, ``--device``, ``--results``, ``--no-report``), the work directory of
 each seed, the command lines that resume a run or do one run in a job, and jobs run side by side,
 each in its own process with its own log."""
 import argparse
@@ -18,6 +18,7 @@ from devtools.recipe_tools import LOG_FORMAT
 logger = logging.getLogger(__name__)
 
 PRECISIONS = ("amp", "fp32")
+DEVICES = ("cpu", "cuda")
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
@@ -39,8 +40,12 @@ def add_run_options(parser: argparse.ArgumentParser, runs: str, aliases: Optiona
                              f"and its own log; 1: one after the other in this process")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each job")
     parser.add_argument("--precision", choices=PRECISIONS, default="amp",
-                        help="training arithmetic: amp passes fairseq's --amp (bfloat16 mixed precision on the CPU), "
-                             "fp32 does not; decoding and evaluation are float32 either way")
+                        help="training arithmetic: amp passes fairseq's --amp (bfloat16 mixed precision on the CPU, "
+                             "float16 with loss scaling on a GPU), fp32 does not; decoding and evaluation are float32 "
+                             "either way")
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="where training, decoding and scoring run: cpu (fairseq's --cpu) or cuda (the GPU torch "
+                             "sees first, shared by the --jobs)")
     parser.add_argument("--results", *aliases.get("--results", ()), dest="results",
                         help="directory of the results files (default: WORK/results-tables, never the repository's "
                              "committed results unless named)")
@@ -66,6 +71,12 @@ def check_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
         parser.error(f"--jobs {args.jobs} --threads {args.threads}: both must be at least 1")
     if args.seeds and args.seed is not None and not stage_one_seed:
         parser.error("give --seed or --seeds, not both")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error(f"--device cuda: torch {torch.__version__} sees no CUDA device; use --device cpu, or a CUDA "
+                         f"build of torch on a machine with a GPU")
 
 
 def log_to_stdout() -> None:
@@ -99,6 +110,13 @@ def precision_args(precision: str) -> List[str]:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     return ["--amp"] if precision == "amp" else []
+
+
+def device_args(device: str) -> List[str]:
+    """The option of fairseq's and the package's tools for ``device``: ``--cpu``, or none (a GPU)."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    return ["--cpu"] if device == "cpu" else []
 
 
 # ---- command lines -------------------------------------------------------------------------------

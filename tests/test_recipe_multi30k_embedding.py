@@ -200,7 +200,7 @@ def test_every_model_of_every_size_parses_as_fairseq_train_arguments(recipe_run,
 
     recipe, root, _, _ = recipe_run
     for name in MODELS:
-        args = train_args(name, str(root / "work" / "data-bin"), str(root / "unused"), size, 2400, 1, "amp")
+        args = train_args(name, str(root / "work" / "data-bin"), str(root / "unused"), size, 2400, 1, "amp", "cpu")
         parsed = options.parse_args_and_arch(options.get_training_parser(), input_args=args)
         assert parsed.max_update == 2400 and parsed.lang_pairs == "fr-en,fr-de,cs-en,cs-de,en-de,de-en"
         assert parsed.encoder_embed_dim == {"small": 128, "thesis": 320 if name == "laser" else 1024}[size]

@@ -14,7 +14,8 @@ import torch
 
 from devtools.plateau_rule import BLEU_PLATEAU, PlateauRule, checkpoint_updates, train_until_plateau
 from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines, unfinished_run
-from devtools.recipe_runs import (Job, add_run_options, check_run_options, edited_argv, job_command, precision_args,
+from devtools.recipe_runs import (Job, add_run_options, check_run_options, device_args, edited_argv, job_command,
+                                  precision_args,
                                   resume_command, run_jobs, seed_dirs, seed_list)
 
 ERROR_RULE = PlateauRule("error", min_gain=0.5, higher_is_better=False)
@@ -90,6 +91,7 @@ def test_checkpoint_updates_reads_weights_only_and_refuses_a_pickle_that_runs_co
         checkpoint_updates(tmp_path / "crafted.pt")
     assert not marker.exists(), "the checkpoint ran code"
 
+
 def test_run_options_seeds_and_precision(capsys):
     assert seed_list("1,2,3") == [1, 2, 3]
     for bad in ("1,1", "a", ""):
@@ -111,6 +113,27 @@ def test_run_options_seeds_and_precision(capsys):
     with pytest.raises(SystemExit):
         check_run_options(parser, parser.parse_args(["--jobs", "0"]))
     assert "--jobs 0 --threads 1: both must be at least 1" in capsys.readouterr().err
+
+
+def test_device_option_passes_cpu_or_nothing_and_cuda_needs_a_gpu(capsys, monkeypatch):
+    """--device cpu (the default) gives the tools fairseq's --cpu; cuda gives none, so that they
+    run on the GPU, and is refused before any run where torch sees no GPU, saying what to do."""
+    parser = parser_of()
+    assert parser.parse_args([]).device == "cpu"
+    assert device_args("cpu") == ["--cpu"] and device_args("cuda") == []
+    with pytest.raises(ValueError, match="device must be one of cpu, cuda"):
+        device_args("gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit):
+        check_run_options(parser, parser.parse_args(["--device", "cuda"]))
+    assert "--device cuda: torch " in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    check_run_options(parser, parser.parse_args(["--device", "cuda"]))
+    machine = {"cpu_cores": 16, "cpu": "x", "gpu": "H200", "torch_threads": 1, "torch": "2", "platform": "p"}
+    header = RunHeader("c", "amp", [1], 1, 1, "b", "r", "c", device="cuda", machine=machine)
+    assert "float16 mixed precision with dynamic loss scaling on the GPU" in "\n".join(header.lines())
+    assert RunHeader("c", "fp32", [1], 1, 1, "b", "r", "c", device="cuda", machine=machine).lines()[2] == \
+        "- Precision: fp32 (float32 throughout, on the GPU)"
 
 
 def test_commands_that_resume_a_run_or_do_it_in_a_job():

@@ -47,9 +47,9 @@ import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from devtools.plateau_rule import BLEU_PLATEAU, checkpoint_updates, train_until_plateau  # noqa: E402
 from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
-from devtools.recipe_runs import (Job, add_run_options, check_run_options, failures_message, job_command,  # noqa: E402
-                                  log_to_stdout, precision_args, results_dir, resume_command, run_jobs, seed_dirs,
-                                  seed_option, single_seed)
+from devtools.recipe_runs import (Job, add_run_options, check_run_options, device_args, failures_message,  # noqa: E402
+                                  job_command, log_to_stdout, precision_args, results_dir, resume_command, run_jobs,
+                                  seed_dirs, seed_option, single_seed)
 from devtools.recipe_tools import Step, run  # noqa: E402
 from devtools.train_log import validation_curve  # noqa: E402
 from scat_evaluation import evaluate  # noqa: E402
@@ -153,8 +153,9 @@ class Recipe:
             *batch_args(name, a), "--max-update", str(updates), "--seed", str(seed),
             "--save-dir", str(out / "checkpoints"), "--no-epoch-checkpoints", "--num-workers", "0",
             "--skip-invalid-size-inputs-valid-test", "--log-format", "simple", "--log-interval", str(a.log_interval),
-            "--validate-interval-updates", str(a.validate_every), "--log-file", str(out / "train.log"), "--cpu",
-            *precision_args(a.precision), *(self.stage_one_validation() if name == SENTENCE else [])]
+            "--validate-interval-updates", str(a.validate_every), "--log-file", str(out / "train.log"),
+            *device_args(a.device), *precision_args(a.precision),
+            *(self.stage_one_validation() if name == SENTENCE else [])]
 
     def stage_one_validation(self) -> List[str]:
         """Greedy validation BLEU at the end of every chunk (and only there), the checkpoint of the

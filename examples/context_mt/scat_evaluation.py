@@ -12,6 +12,7 @@ from typing import Dict
 import scat_data
 import scat_results
 from devtools.plateau_rule import checkpoint_updates
+from devtools.recipe_runs import device_args
 from devtools.train_log import sentences_per_update, validation_curve
 
 
@@ -27,7 +28,7 @@ def evaluate(recipe, out: Path, checkpoint: Path, context_size: int, target_cont
         "--target-lang", "fr", "--context-size", str(context_size), "--target-context-size",
         str(target_context_size), "--path", str(checkpoint), "--gen-subset", "valid", "--beam", str(a.beam),
         "--max-len-a", "1.2", "--max-len-b", "10", "--batch-size", "64", "--required-batch-size-multiple", "1",
-        "--post-process", "sentencepiece", "--results-path", str(out / "generate"), "--cpu"])
+        "--post-process", "sentencepiece", "--results-path", str(out / "generate"), *device_args(a.device)])
     sentence_ids = recipe.prep / "scat.valid.sentence_ids"
     hypotheses = scat_results.sentence_hypotheses(out / "generate" / "generate-valid.txt", sentence_ids)
     scat_data.write_lines(out / "valid.hyp.fr", hypotheses)
@@ -37,10 +38,11 @@ def evaluate(recipe, out: Path, checkpoint: Path, context_size: int, target_cont
                                      str(recipe.prep / "scat.valid.ref.fr"), "--no-comet", "--json",
                                      str(out / "score.json")])
     recipe.run("fairseq-ctx-contrastive", [
-        str(checkpoint), "--data", str(data), "--cpu", "--spm", str(recipe.spm_dir / "spm.model"),
+        str(checkpoint), "--data", str(data), *device_args(a.device), "--spm", str(recipe.spm_dir / "spm.model"),
         "--format", "scat", "--input", str(Path(a.scat_dir) / "highlighted.valid"), "--json",
         str(out / "contrastive.json")])
-    recipe.run("fairseq-ctx-cxmi", [str(checkpoint), "--data", str(data), "--gen-subset", "valid", "--cpu",
+    recipe.run("fairseq-ctx-cxmi", [str(checkpoint), "--data", str(data), "--gen-subset", "valid",
+                                    *device_args(a.device),
                                     "--per-sentence", str(out / "cxmi.tsv"), "--json", str(out / "cxmi.json")])
     scores = json.loads((out / "score.json").read_text())
     contrastive = json.loads((out / "contrastive.json").read_text())

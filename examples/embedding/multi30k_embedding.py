@@ -94,9 +94,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
 
 def train_one(run: ModelRun, args: argparse.Namespace, prep: dict) -> None:
     valid_dir = os.path.join(run.work, "emb", run.name, "valid")
-    run.train(prep["data_bin"], args.size, Budget(args.updates, args.validate_every), args.precision,
+    run.train(prep["data_bin"], args.size, Budget(args.updates, args.validate_every), args.precision, args.device,
               lambda checkpoint: mean_error(multi30k_rows(checkpoint, prep["spm"], args.data, "valid", valid_dir,
-                                                          args.k)))
+                                                          args.k, args.device)))
 
 
 def train_runs(pending: List[ModelRun], parser: argparse.ArgumentParser, argv: Sequence[str],
@@ -115,9 +115,11 @@ def test_rows(run: ModelRun, state: dict, args: argparse.Namespace, prep: dict,
     """Retrieval rows of one trained model on test_2016_flickr and every extra test set."""
     checkpoint = os.path.join(run.save_dir, state.get("checkpoint", LAST))
     out = os.path.join(run.work, "emb", run.name)
-    sets = [(TEST_SET, multi30k_rows(checkpoint, prep["spm"], args.data, "test", os.path.join(out, "test"), args.k))]
+    sets = [(TEST_SET, multi30k_rows(checkpoint, prep["spm"], args.data, "test", os.path.join(out, "test"), args.k,
+                                     args.device))]
     sets += [(test.name, retrieval_rows(checkpoint, prep["spm"], dict(zip(test.langs, test.paths)), [test.langs],
-                                        os.path.join(out, "extra", test.name), args.k)) for test in extra_tests]
+                                        os.path.join(out, "extra", test.name), args.k, args.device))
+             for test in extra_tests]
     return [{"model": run.name, "seed": run.seed, "test_set": name, **row} for name, rows in sets for row in rows]
 
 
@@ -189,7 +191,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         os.makedirs(args.work, exist_ok=True)
         prep = prepare(args.data, args.work, args.bpe_vocab)
         pending = [run for run in requested
-                   if not run.finished(run.args(prep["data_bin"], args.size, args.updates, args.precision), budget)]
+                   if not run.finished(run.args(prep["data_bin"], args.size, args.updates, args.precision,
+                                                args.device), budget)]
         for run in requested:
             if run not in pending:
                 print(f"== {run.name}, seed {run.seed}: finished earlier, skipped", flush=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, List, Sequence, Tuple
 
 from devtools.plateau_rule import PlateauRule, checkpoint_updates, train_until_plateau
-from devtools.recipe_runs import precision_args
+from devtools.recipe_runs import device_args, precision_args
 from devtools.recipe_tools import Step, captured_log, read_json, run, write_json
 from multi30k_embedding_data import TRAIN_PAIRS, RecipeError
 
@@ -72,7 +72,7 @@ class Budget:
 
 
 def train_args(name: str, data_bin: str, save_dir: str, size: str, updates: int, seed: int,
-               precision: str) -> List[str]:
+               precision: str, device: str) -> List[str]:
     """The fairseq-train arguments of one model."""
     import fairseq_ctx
 
@@ -85,9 +85,9 @@ def train_args(name: str, data_bin: str, save_dir: str, size: str, updates: int,
             "--task", "multilingual_embedding", "--lang-pairs", ",".join(TRAIN_PAIRS),
             "--arch", arch, *model, "--criterion", criterion, "--label-smoothing", "0.1",
             "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr-scheduler", "inverse_sqrt", *sizes["train"],
-            "--max-update", str(updates), "--seed", str(seed), "--cpu", "--num-workers", "0",
+            "--max-update", str(updates), "--seed", str(seed), "--num-workers", "0",
             "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "50",
-            *precision_args(precision)]
+            *device_args(device), *precision_args(precision)]
 
 
 def without_budget(args: Sequence[str]) -> List[str]:
@@ -117,8 +117,8 @@ class ModelRun:
         self.progress_path = os.path.join(self.save_dir, "progress.json")
         self.log_path = os.path.join(work, f"train.{name}.log")
 
-    def args(self, data_bin: str, size: str, updates: int, precision: str) -> List[str]:
-        return train_args(self.name, data_bin, self.save_dir, size, updates, self.seed, precision)
+    def args(self, data_bin: str, size: str, updates: int, precision: str, device: str) -> List[str]:
+        return train_args(self.name, data_bin, self.save_dir, size, updates, self.seed, precision, device)
 
     def finished(self, args: List[str], budget: Budget) -> bool:
         """Whether training has stopped under these settings (a run stopped at a smaller budget
@@ -136,7 +136,7 @@ class ModelRun:
     def updates_done(self) -> int:
         return checkpoint_updates(Path(self.save_dir) / LAST)
 
-    def train(self, data_bin: str, size: str, budget: Budget, precision: str,
+    def train(self, data_bin: str, size: str, budget: Budget, precision: str, device: str,
               validation_error: Callable[[str], float]) -> dict:
         """Train to the budget or the plateau; ``validation_error(checkpoint)`` is the validation
         xsim error % of a checkpoint. Writes and returns run.json."""
@@ -148,7 +148,7 @@ class ModelRun:
             if self.updates_done() >= updates:
                 return
             print(f"== train {self.name}, seed {self.seed}, to update {updates} (log {self.log_path})", flush=True)
-            wall, cpu = train(self.args(data_bin, size, updates, precision), self.log_path)
+            wall, cpu = train(self.args(data_bin, size, updates, precision, device), self.log_path)
             progress["wall_time_s"] += wall
             progress["cpu_time_s"] += cpu
             write_json(self.progress_path, progress)
@@ -172,7 +172,7 @@ class ModelRun:
         else:
             train_to(budget.updates)
             stopped, convergence, checkpoint = "fixed", "fixed budget, not judged", LAST
-        args = self.args(data_bin, size, self.updates_done(), precision)
+        args = self.args(data_bin, size, self.updates_done(), precision, device)
         state = {"args": args, "command": Step("fairseq-train", args).shell, "updates": self.updates_done(),
                  "size": size, "precision": precision, "wall_time_s": progress["wall_time_s"],
                  "cpu_time_s": progress["cpu_time_s"],

@@ -11,14 +11,15 @@ from multi30k_embedding_data import EVAL_PAIRS, LANGS, TRAIN_PAIRS, data_file
 
 
 def retrieval_rows(checkpoint: str, spm: str, texts: Dict[str, str], pairs: Sequence[Tuple[str, str]], out_dir: str,
-                   k: int) -> List[dict]:
-    """Embed ``texts`` ({language: text file}, line-aligned) into ``out_dir/LANG.npy`` and score every pair."""
+                   k: int, device: str) -> List[dict]:
+    """Embed ``texts`` ({language: text file}, line-aligned) into ``out_dir/LANG.npy`` on ``device``
+    (``cpu`` or ``cuda``) and score every pair."""
     from fairseq_ctx.embedding.embedder import Embedder, embed_file
     from fairseq_ctx.embedding.xsim import xsim_files
 
     os.makedirs(out_dir, exist_ok=True)
     for lang, path in texts.items():
-        embed_file(Embedder(checkpoint, lang, spm=spm), path, os.path.join(out_dir, f"{lang}.npy"),
+        embed_file(Embedder(checkpoint, lang, spm=spm, cpu=device == "cpu"), path, os.path.join(out_dir, f"{lang}.npy"),
                    max_tokens=6000, chunk_lines=5000)
     rows = []
     for src, tgt in pairs:
@@ -33,10 +34,10 @@ def retrieval_rows(checkpoint: str, spm: str, texts: Dict[str, str], pairs: Sequ
     return rows
 
 
-def multi30k_rows(checkpoint: str, spm: str, data: str, split: str, out_dir: str, k: int) -> List[dict]:
+def multi30k_rows(checkpoint: str, spm: str, data: str, split: str, out_dir: str, k: int, device: str) -> List[dict]:
     """The six language pairs of a Multi30k split (the pair never seen in training first)."""
     return retrieval_rows(checkpoint, spm, {lang: data_file(data, split, lang) for lang in LANGS}, EVAL_PAIRS,
-                          out_dir, k)
+                          out_dir, k, device)
 
 
 def mean_error(rows: Sequence[dict]) -> float:

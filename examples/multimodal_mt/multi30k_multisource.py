@@ -39,9 +39,9 @@ if REPOSITORY not in sys.path:
 
 from devtools.plateau_rule import BLEU_PLATEAU  # noqa: E402
 from devtools.recipe_report import run_header  # noqa: E402
-from devtools.recipe_runs import (Job, add_run_options, check_run_options, failures_message, job_command,  # noqa: E402
-                                  log_to_stdout, precision_args, results_dir, resume_command, run_jobs, seed_dirs,
-                                  seed_option)
+from devtools.recipe_runs import (Job, add_run_options, check_run_options, device_args, failures_message,  # noqa: E402
+                                  job_command, log_to_stdout, precision_args, results_dir, resume_command, run_jobs,
+                                  seed_dirs, seed_option)
 from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
 from devtools.train_log import training_seconds, validation_curve  # noqa: E402
 from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
@@ -146,8 +146,9 @@ def train_step(model: Model, data_bin: Path, user_dir: str, ckpt: Path, args: ar
         *model_args(model, args), "--dropout", str(args.dropout),
         "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "1.0", "--lr", str(args.lr),
         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup_updates), *criterion,
-        "--batch-size", str(args.batch_size), "--max-update", str(args.max_update), "--seed", str(seed), "--cpu",
-        *precision_args(args.precision), "--validate-interval", "100000", "--save-interval", "100000",
+        "--batch-size", str(args.batch_size), "--max-update", str(args.max_update), "--seed", str(seed),
+        *device_args(args.device), *precision_args(args.precision), "--validate-interval", "100000",
+        "--save-interval", "100000",
         "--validate-interval-updates", str(args.validate_every), "--save-interval-updates", str(args.validate_every),
         "--keep-interval-updates", "1", "--no-epoch-checkpoints",
         "--eval-bleu", "--eval-bleu-args",
@@ -163,7 +164,8 @@ def generate_step(model: Model, data_bin: Path, user_dir: str, path: Path, out: 
         str(data_bin), "--user-dir", user_dir, "--task", "multimodal_translation", "-s", SOURCE, "-t", TARGET, *aux,
         "--path", str(path), "--gen-subset", split, "--beam", str(args.beam), "--batch-size", "64",
         "--max-len-a", str(args.max_len_a), "--max-len-b", str(args.max_len_b), "--num-workers", "0",
-        "--required-batch-size-multiple", "1", "--post-process", "sentencepiece", "--cpu", "--results-path", str(out)])
+        "--required-batch-size-multiple", "1", "--post-process", "sentencepiece", *device_args(args.device),
+        "--results-path", str(out)])
 
 
 def shuffled_data_dir(data_bin: Path, target: Path, lang: str, split: str, seed: int) -> None:
