@@ -2,7 +2,6 @@
 command they build carries fairseq's ``--cpu``; with ``cuda`` none does, so fairseq trains and
 decodes on the GPU; both parse as the stock tools' arguments. (The GPU runs themselves need a
 GPU; the refusal without one is tested with the run options.)"""
-import sys
 from pathlib import Path
 
 import pytest
