@@ -53,6 +53,19 @@ def add_run_options(parser: argparse.ArgumentParser, runs: str, aliases: Optiona
                         help="do the runs, write no results files (what each job of --jobs runs)")
 
 
+def add_report_only(parser: argparse.ArgumentParser) -> None:
+    """``--report-only``, for a recipe that can write its results without training (checked by
+    :func:`check_report_only`)."""
+    parser.add_argument("--report-only", action="store_true",
+                        help="train and decode nothing: write the results from the finished runs, listing the rest "
+                             "with the commands that resume them")
+
+
+def check_report_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.report_only and args.no_report:
+        parser.error("--report-only and --no-report leave nothing to do; give one of them")
+
+
 def seed_list(text: str) -> List[int]:
     """``1,2,3`` → [1, 2, 3]; distinct whole numbers, at least one."""
     try:

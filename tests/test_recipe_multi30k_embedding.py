@@ -268,6 +268,28 @@ def test_the_extra_test_set_is_scored_with_the_package_xsim(seeds_run):
     assert "## xsim error % per direction, tatoeba.fra-eng (mean ± sd over seeds)" in markdown
 
 
+def test_report_only_trains_nothing_and_lists_the_runs_left_with_their_commands(seeds_run, tmp_path):
+    """--report-only writes the results of the finished runs (seeds 1, 2) and lists seed 3, never
+    trained, with the command that trains it (without --report-only); nothing is trained."""
+    recipe, root, _, _ = seeds_run
+    work = root / "work"
+    before = {seed: checkpoint_updates(work / f"seed{seed}" / "checkpoints" / "tmde" / "checkpoint_last.pt")
+              for seed in (1, 2)}
+    report = recipe.main(["--data", str(root / "multi30k"), "--work", str(work), *TINY, "--models", "tmde,ct_mde",
+                          "--seeds", "1,2,3", "--validate-every", "2", "--updates", "4", "--precision", "fp32",
+                          "--results", str(tmp_path / "results"), "--report-only"])
+    assert {seed: checkpoint_updates(work / f"seed{seed}" / "checkpoints" / "tmde" / "checkpoint_last.pt")
+            for seed in (1, 2)} == before
+    assert not (work / "seed3").exists()
+    assert {name: sorted(map(int, by_seed)) for name, by_seed in report["runs"].items()} == \
+        {"tmde": [1, 2], "ct_mde": [1, 2]}
+    never = [u for u in report["unfinished"] if u["seed"] == 3]
+    assert [(u["name"], u["state"]) for u in never] == [("tmde", "not trained yet"), ("ct_mde", "not trained yet")]
+    for u in never:
+        assert u["command"].endswith(f"--seeds 3 --models {u['name']}") and "--report-only" not in u["command"]
+    assert (tmp_path / "results" / "multi30k_embedding.md").exists()
+
+
 def test_unfinished_runs_are_listed_and_resume_from_their_checkpoint(seeds_run, capsys):
     recipe, root, argv, report = seeds_run
     assert [(u["name"], u["seed"]) for u in report["unfinished"]] == [

@@ -386,8 +386,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         header = run_header(args, seeds, shlex.join(["python", SCRIPT, *argv]), budget, rule, outcome)
         scat_results.write(rows, header, {
             "settings": {k: v for k, v in vars(args).items()
-                         if k not in ("models", "seeds", "results", "restart", "no_report", "precision", "jobs",
-                                      "threads")},
+                         if k not in ("models", "seeds", "results", "restart", "no_report", "precision", "device",
+                                      "jobs", "threads")},
             "corpus": corpus, "stage_one": stage_one,
             "unfinished": unfinished(recipe, stage_one, [(name, seed) for name, seed in pending if not
                                                          (recipe.model_dir(name, seed) / "result.json").exists()],

@@ -36,8 +36,9 @@ from multi30k_embedding_data import (EVAL_PAIRS, TRAIN_PAIRS, URL, ExtraTest, Re
                            check_extra_test, prepare)
 from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
 from devtools.recipe_tools import read_json  # noqa: E402
-from devtools.recipe_runs import (Job, add_run_options, check_run_options, failures_message, job_command,  # noqa: E402
-                                  log_to_stdout, results_dir, resume_command, run_jobs, seed_dirs, seed_option)
+from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
+                                  check_run_options, failures_message, job_command, log_to_stdout, results_dir,
+                                  resume_command, run_jobs, seed_dirs, seed_option)
 from multi30k_models import LAST, MODELS, PLATEAU, SIZES, Budget, ModelRun  # noqa: E402
 from multi30k_report import write_results  # noqa: E402
 from multi30k_retrieval import mean_error, multi30k_rows, retrieval_rows  # noqa: E402
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "Moses-tokenised); repeatable")
     parser.add_argument("--bpe-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--k", type=int, default=4, help="nearest neighbours of the xsim ratio margin (LASER: 4)")
+    add_report_only(parser)
     add_run_options(parser, "models and seeds", {"--results": ["--out-dir"], "--no-report": ["--no-eval"]})
     return parser
 
@@ -89,6 +91,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
         parser.error(f"--updates {args.updates} --validate-every {args.validate_every}: the budget must be at least 1 "
                      f"and the interval at least 0")
     check_run_options(parser, args)
+    check_report_only(parser, args)
     return args
 
 
@@ -150,13 +153,15 @@ def unfinished(runs: Dict[str, Dict[int, dict]], requested: Sequence[ModelRun], 
             state = (f"interrupted at update {done} of {args.updates} (resumes from {LAST})" if done
                      else "not trained yet")
             options = {**seed_option(args, run.seed), "--models": run.name}
-            listed.append(unfinished_run(run.name, run.seed, state, resume_command(parser, SCRIPT, argv, options)))
+            listed.append(unfinished_run(run.name, run.seed, state,
+                                         resume_command(parser, SCRIPT, argv, options, drop=["--report-only"])))
     for name, by_seed in runs.items():
         for seed, state in by_seed.items():
             if state.get("stopped") == "budget":
                 options = {**seed_option(args, seed), "--models": name, "--updates": str(2 * state["updates"])}
                 listed.append(unfinished_run(name, seed, f"stopped at its budget of {state['updates']} updates before "
-                                                         f"the plateau", resume_command(parser, SCRIPT, argv, options)))
+                                                         f"the plateau", resume_command(parser, SCRIPT, argv, options,
+                                                                                        drop=["--report-only"])))
     return listed
 
 
@@ -190,12 +195,13 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                               f"with distinct names (and not {TEST_SET})")
         os.makedirs(args.work, exist_ok=True)
         prep = prepare(args.data, args.work, args.bpe_vocab)
-        pending = [run for run in requested
-                   if not run.finished(run.args(prep["data_bin"], args.size, args.updates, args.precision,
-                                                args.device), budget)]
+        unfinished_runs = [run for run in requested
+                           if not run.finished(run.args(prep["data_bin"], args.size, args.updates, args.precision,
+                                                        args.device), budget)]
         for run in requested:
-            if run not in pending:
+            if run not in unfinished_runs:
                 print(f"== {run.name}, seed {run.seed}: finished earlier, skipped", flush=True)
+        pending = [] if args.report_only else unfinished_runs
     except RecipeError as err:
         sys.exit(f"multi30k_embedding: error: {err}")
     failed = train_runs(pending, parser, argv, args, prep)

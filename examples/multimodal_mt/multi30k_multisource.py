@@ -39,9 +39,9 @@ if REPOSITORY not in sys.path:
 
 from devtools.plateau_rule import BLEU_PLATEAU  # noqa: E402
 from devtools.recipe_report import run_header  # noqa: E402
-from devtools.recipe_runs import (Job, add_run_options, check_run_options, device_args, failures_message,  # noqa: E402
-                                  job_command, log_to_stdout, precision_args, results_dir, resume_command, run_jobs,
-                                  seed_dirs, seed_option)
+from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
+                                  check_run_options, device_args, failures_message, job_command, log_to_stdout,
+                                  precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option)
 from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
 from devtools.train_log import training_seconds, validation_curve  # noqa: E402
 from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
@@ -93,8 +93,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, work: str, runs: str) -> 
                         help="comma-separated test set file stems, each translated and scored, e.g. "
                              "test_2016_flickr,test_2017_flickr,test_2017_mscoco")
     parser.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
-    parser.add_argument("--report-only", action="store_true",
-                        help="train and decode nothing: write the results from the finished runs, listing the rest")
+    add_report_only(parser)
     parser.add_argument("--continue-from", metavar="WORK",
                         help="another --work of this recipe: a run not started here continues WORK's run of the same "
                              "name and seed (same settings, fewer updates) from its last checkpoint, which equals one "
@@ -108,8 +107,7 @@ def parse_command_line(parser: argparse.ArgumentParser,
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     check_run_options(parser, args)
-    if args.report_only and args.no_report:
-        parser.error("--report-only and --no-report leave nothing to do; give one of them")
+    check_report_only(parser, args)
     return argv, args
 
 
