@@ -85,9 +85,9 @@ def train_args(name: str, data_bin: str, save_dir: str, size: str, updates: int,
             "--task", "multilingual_embedding", "--lang-pairs", ",".join(TRAIN_PAIRS),
             "--arch", arch, *model, "--criterion", criterion, "--label-smoothing", "0.1",
             "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr-scheduler", "inverse_sqrt", *sizes["train"],
-            "--max-update", str(updates), "--seed", str(seed), "--num-workers", "0",
+            "--max-update", str(updates), "--seed", str(seed), *device_args(device), "--num-workers", "0",
             "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "50",
-            *device_args(device), *precision_args(precision)]
+            *precision_args(precision)]
 
 
 def without_budget(args: Sequence[str]) -> List[str]:
