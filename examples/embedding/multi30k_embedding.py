@@ -146,22 +146,21 @@ def unfinished(runs: Dict[str, Dict[int, dict]], requested: Sequence[ModelRun], 
                argv: Sequence[str], args: argparse.Namespace) -> List[dict]:
     """Every requested run that has not stopped, and every run stopped at its budget before its
     plateau (resumed with twice the budget), with the command that resumes it."""
+    def resume(name: str, seed: int, state: str, **options: str) -> dict:
+        options = {**seed_option(args, seed), "--models": name, **options}
+        return unfinished_run(name, seed, state, resume_command(parser, SCRIPT, argv, options, drop=["--report-only"]))
+
     listed = []
     for run in requested:
         if run.seed not in runs.get(run.name, {}):
             done = run.updates_done()
-            state = (f"interrupted at update {done} of {args.updates} (resumes from {LAST})" if done
-                     else "not trained yet")
-            options = {**seed_option(args, run.seed), "--models": run.name}
-            listed.append(unfinished_run(run.name, run.seed, state,
-                                         resume_command(parser, SCRIPT, argv, options, drop=["--report-only"])))
+            listed.append(resume(run.name, run.seed, f"interrupted at update {done} of {args.updates} (resumes from "
+                                                     f"{LAST})" if done else "not trained yet"))
     for name, by_seed in runs.items():
         for seed, state in by_seed.items():
             if state.get("stopped") == "budget":
-                options = {**seed_option(args, seed), "--models": name, "--updates": str(2 * state["updates"])}
-                listed.append(unfinished_run(name, seed, f"stopped at its budget of {state['updates']} updates before "
-                                                         f"the plateau", resume_command(parser, SCRIPT, argv, options,
-                                                                                        drop=["--report-only"])))
+                listed.append(resume(name, seed, f"stopped at its budget of {state['updates']} updates before the "
+                                                 f"plateau", **{"--updates": str(2 * state["updates"])}))
     return listed
 
 
