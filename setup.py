@@ -57,6 +57,7 @@ setup(
             "fairseq-ctx-make-multimodal-corpus=fairseq_ctx.cli.make_multimodal_corpus:main",
             "fairseq-ctx-adversarial=fairseq_ctx.cli.adversarial:main",
             "fairseq-ctx-attention-plot=fairseq_ctx.cli.attention_plot:main",
+            "fairseq-ctx-supporting-attention=fairseq_ctx.cli.supporting_attention:main",
         ]
     },
 )

@@ -149,6 +149,21 @@ def test_cxmi_contrastive_and_scores_are_kept_per_run_and_seed(recipe_run):
     assert len(tsv) == 1 + 5 * 20 and tsv[1].split("\t")[:2] == ["sentence", "1"]
 
 
+def test_attention_to_the_marked_supporting_words_is_measured_for_hmce_target(recipe_run):
+    root, _, _, result = recipe_run
+    measured = {(r["model"], r["seed"]): r["supporting_attention"] for r in result["rows"] if "supporting_attention" in r}
+    assert sorted(measured) == [("hmce_target", 1), ("hmce_target", 2)]
+    for summary in measured.values():
+        assert summary["side"] == "target" and summary["examples"] == 17  # valid lines 1, 8 and 15 have no context
+        masses = [e["mass"] for e in summary["per_example"]]
+        assert summary["mass"] == pytest.approx(sum(masses) / 17) and 0 < summary["mass"] < 1
+        assert summary["above_uniform"] + summary["below_uniform"] <= 17
+    tables = root / "work" / "results-tables"
+    tsv = (tables / "scat_en_fr.supporting_attention.tsv").read_text().splitlines()
+    assert len(tsv) == 1 + 2 * 17 and tsv[1].split("\t")[:2] == ["hmce_target", "1"]
+    assert "## Where the word-level context attention looks" in (tables / "scat_en_fr.md").read_text()
+
+
 def test_the_verdict_and_context_use_are_tested_over_the_seeds(recipe_run):
     _, _, _, result = recipe_run
     rows = {(r["model"], r["seed"]): r for r in result["rows"]}

@@ -190,7 +190,7 @@ class Recipe:
             return json.loads(result_file.read_text())
         result = {"model": SENTENCE, "seed": single_seed(a), "arch": "transformer", "context_size": 0, "target_context_size": 0,
                   **state, "train_seconds": float((out / "train.seconds").read_text()),
-                  **evaluate(self, out, out / "checkpoints" / "checkpoint_best.pt", 0, 0)}
+                  **evaluate(self, out, out / "checkpoints" / "checkpoint_best.pt", "transformer", 0, 0)}
         result_file.write_text(json.dumps(result, indent=2))
         return result
 
@@ -254,7 +254,7 @@ class Recipe:
                   "target_context_size": target_context_size, "coword_dropout": coword_rate(name, a),
                   **json.loads((out / "train.json").read_text()),
                   "train_seconds": float((out / "train.seconds").read_text()),
-                  **evaluate(self, out, out / "checkpoints" / "checkpoint_last.pt", context_size,
+                  **evaluate(self, out, out / "checkpoints" / "checkpoint_last.pt", arch, context_size,
                              target_context_size)}
         (out / "result.json").write_text(json.dumps(result, indent=2))
         return result

@@ -1,7 +1,9 @@
 """Evaluation of one model of the SCAT recipe on SCAT valid: beam translations of the SCAT
 sentences scored by sacreBLEU BLEU and chrF (``fairseq-ctx-score``), contrastive pronoun accuracy
 (``fairseq-ctx-contrastive --format scat``) with every example's scores, and CXMI
-(``fairseq-ctx-cxmi``, Fernandes et al., 2021) of every SCAT sentence."""
+(``fairseq-ctx-cxmi``, Fernandes et al., 2021) of every SCAT sentence; for hce/hmce reading the
+target context, where their word-level context attention looks (``fairseq-ctx-supporting-attention``:
+the weights α on the French context words SCAT's translators marked)."""
 import json
 import re
 import shutil
@@ -16,8 +18,12 @@ from devtools.recipe_runs import device_args
 from devtools.train_log import sentences_per_update, validation_curve
 
 
-def evaluate(recipe, out: Path, checkpoint: Path, context_size: int, target_context_size: int) -> Dict:
-    """Beam translations, BLEU/chrF, contrastive accuracy and CXMI of ``checkpoint`` on SCAT valid;
+SUPPORTING_ATTENTION_ARCHS = ("hce", "hmce")  # the models whose context encoder weighs its words (α)
+
+
+def evaluate(recipe, out: Path, checkpoint: Path, arch: str, context_size: int, target_context_size: int) -> Dict:
+    """Beam translations, BLEU/chrF, contrastive accuracy and CXMI of ``checkpoint`` on SCAT valid,
+    and the attention to the marked supporting words of an hce/hmce reading the target context;
     ``recipe``: the run (its tool runner, settings and data directories)."""
     a, data = recipe.args, recipe.bin / "scat"
     started = time.time()
@@ -32,7 +38,7 @@ def evaluate(recipe, out: Path, checkpoint: Path, context_size: int, target_cont
     sentence_ids = recipe.prep / "scat.valid.sentence_ids"
     hypotheses = scat_results.sentence_hypotheses(out / "generate" / "generate-valid.txt", sentence_ids)
     scat_data.write_lines(out / "valid.hyp.fr", hypotheses)
-    for stale in ("score.json", "contrastive.json", "cxmi.json", "cxmi.tsv"):
+    for stale in ("score.json", "contrastive.json", "cxmi.json", "cxmi.tsv", "supporting_attention.json"):
         (out / stale).unlink(missing_ok=True)
     recipe.run("fairseq-ctx-score", ["--hyp", str(out / "valid.hyp.fr"), "--ref",
                                      str(recipe.prep / "scat.valid.ref.fr"), "--no-comet", "--json",
@@ -44,6 +50,12 @@ def evaluate(recipe, out: Path, checkpoint: Path, context_size: int, target_cont
     recipe.run("fairseq-ctx-cxmi", [str(checkpoint), "--data", str(data), "--gen-subset", "valid",
                                     *device_args(a.device),
                                     "--per-sentence", str(out / "cxmi.tsv"), "--json", str(out / "cxmi.json")])
+    supporting = arch in SUPPORTING_ATTENTION_ARCHS and target_context_size > 0
+    if supporting:
+        recipe.run("fairseq-ctx-supporting-attention", [
+            str(checkpoint), "--data", str(data), *device_args(a.device), "--spm", str(recipe.spm_dir / "spm.model"),
+            "--input", str(Path(a.scat_dir) / "highlighted.valid"), "--side", "target", "--json",
+            str(out / "supporting_attention.json")])
     scores = json.loads((out / "score.json").read_text())
     contrastive = json.loads((out / "contrastive.json").read_text())
     cxmi = {int(line.split("\t")[0]): float(line.split("\t")[1])
@@ -65,5 +77,6 @@ def evaluate(recipe, out: Path, checkpoint: Path, context_size: int, target_cont
         "sentences_per_update": sentences_per_update(log),
         "params": int(re.search(r"num\. shared model params: ([\d,]+)", log).group(1).replace(",", "")),
         "hypotheses": str(out / "valid.hyp.fr"),
+        **({"supporting_attention": json.loads((out / "supporting_attention.json").read_text())} if supporting else {}),
         "eval_seconds": round(time.time() - started, 1),
     }

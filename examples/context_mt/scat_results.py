@@ -2,7 +2,8 @@
 run), the plain-text files next to them that every number is recomputed from
 (``scat_en_fr.translations/MODEL[.seedN].fr``: the beam translations of SCAT valid;
 ``scat_en_fr.contrastive.tsv``: both candidates' scores per example; ``scat_en_fr.cxmi.tsv``: CXMI
-per sentence), and ``.png`` (contrastive accuracy and BLEU per model, where matplotlib is
+per sentence; ``scat_en_fr.supporting_attention.tsv``: α on the marked supporting words per context
+line, for hce/hmce reading the target context), and ``.png`` (contrastive accuracy and BLEU per model, where matplotlib is
 installed).
 
 Over seeds every number is mean ± sd; each context model is compared with the no-context control
@@ -180,6 +181,25 @@ def verdict_lines(facts: Dict) -> List[str]:
     return lines
 
 
+def supporting_attention_lines(rows: Sequence[Dict]) -> List[str]:
+    measured = [r for r in rows if "supporting_attention" in r]
+    if not measured:
+        return []
+    lines = ["## Where the word-level context attention looks", "",
+             "For hce/hmce reading the target context: the weights α of the French context line's weighted sum "
+             "(Yun 2022, eq. 3.15–3.16) on the words SCAT's translators marked as supporting the pronoun, against "
+             "the share a uniform α gives them (`fairseq-ctx-supporting-attention --side target`); difference per "
+             "context line, mean ± sd; lines above / below the uniform share with the two-sided sign test.", "",
+             "| model | seed | marked lines | α on marked words | uniform share | difference | above / below "
+             "(sign test p) | largest α on a marked word |", "|---|---|---|---|---|---|---|---|"]
+    for r in measured:
+        s = r["supporting_attention"]
+        lines.append(f"| {r['model']} | {r['seed']} | {s['examples']} | {s['mass']:.3f} | {s['uniform']:.3f} | "
+                     f"{s['gap_mean']:+.3f} ± {s['gap_sd']:.3f} | {s['above_uniform']} / {s['below_uniform']} "
+                     f"(p = {s['sign_test_p']:.3g}) | {s['top_marked']}/{s['examples']} |")
+    return [*lines, ""]
+
+
 def prior_lines(rows: Sequence[Dict], facts: Dict) -> List[str]:
     lines = ["| model or rule | accuracy | feminine antecedent | masculine antecedent | prefers the feminine pronoun |",
              "|---|---|---|---|---|"]
@@ -227,6 +247,7 @@ def markdown(rows: Sequence[Dict], header: RunHeader, facts: Dict) -> str:
         "Accuracy by the gender of the correct pronoun (mean ± sd over seeds), the share of examples where the model "
         "scores the feminine candidate higher, and the accuracy of rules that ignore the example:", "",
         *prior_lines(rows, facts), "",
+        *supporting_attention_lines(rows),
         "## Every run", "", *run_table(rows), "",
         "## Convergence", "",
         f"- {SENTENCE} (stage 1), greedy validation BLEU (Multi30k val) by update: "
@@ -239,7 +260,9 @@ def markdown(rows: Sequence[Dict], header: RunHeader, facts: Dict) -> str:
         "with `fairseq-ctx-score --hyp FILE --ref REF --no-comet`, REF = SCAT's highlighted.valid.fr with the markers "
         "removed (the recipe writes it to WORK/prep/scat.valid.ref.fr);",
         f"- `{STEM}.contrastive.tsv`: per run and example, the correct pronoun, where the support is, both scores; "
-        f"`{STEM}.cxmi.tsv`: per run and SCAT sentence, its CXMI;",
+        f"`{STEM}.cxmi.tsv`: per run and SCAT sentence, its CXMI;"
+        + (f" `{STEM}.supporting_attention.tsv`: per run and marked context line, α on the marked words and the "
+           "uniform share;" if any("supporting_attention" in r for r in rows) else ""),
         "- signatures: " + "; ".join(f"`{s}`" for s in sorted({r["bleu_signature"] for r in rows}
                                                               | {r["chrf_signature"] for r in rows})), "",
     ]
@@ -258,6 +281,13 @@ def cxmi_tsv(rows: Sequence[Dict]) -> str:
     lines = ["model\tseed\texample\tcxmi"]
     lines += [f"{r['model']}\t{r['seed']}\t{number}\t{value:.4f}" for r in rows
               for number, value in enumerate(r["cxmi_per_sentence"], 1)]
+    return "\n".join(lines) + "\n"
+
+
+def supporting_attention_tsv(rows: Sequence[Dict]) -> str:
+    lines = ["model\tseed\torigin\tmass\tuniform\ttop_marked"]
+    lines += [f"{r['model']}\t{r['seed']}\t{e['origin']}\t{e['mass']:.4f}\t{e['uniform']:.4f}\t{int(e['top_marked'])}"
+              for r in rows if "supporting_attention" in r for e in r["supporting_attention"]["per_example"]]
     return "\n".join(lines) + "\n"
 
 
@@ -305,5 +335,7 @@ def write(rows: Sequence[Dict], header: RunHeader, facts: Dict, out: Path) -> Di
     (out / f"{STEM}.md").write_text(markdown(rows, header, facts), encoding="utf-8")
     (out / f"{STEM}.contrastive.tsv").write_text(contrastive_tsv(rows), encoding="utf-8")
     (out / f"{STEM}.cxmi.tsv").write_text(cxmi_tsv(rows), encoding="utf-8")
+    if any("supporting_attention" in r for r in rows):
+        (out / f"{STEM}.supporting_attention.tsv").write_text(supporting_attention_tsv(rows), encoding="utf-8")
     plot_if_possible(lambda: plot(rows, out / f"{STEM}.png"), out / f"{STEM}.png")
     return payload

@@ -10,8 +10,12 @@ collapsed) before scoring. Breakdowns:
 ``pronoun`` (the correct French pronoun; ``mixed`` when the marked ones differ) and ``support``
 (where the marked supporting words are: ``context``, ``current``, ``both``, ``none``). A line
 without a marked French pronoun has nothing to flip and is skipped (reported).
+
+:func:`read_marked_context` reads the marked supporting words of one side's context, per word
+of the unmarked line (``fairseq-ctx-supporting-attention``).
 """
 import re
+from dataclasses import dataclass
 from typing import List, Tuple
 
 from fairseq_ctx.context.contrastive.example import (Candidate, ContrastiveExample, ContrastiveInputError,
@@ -21,6 +25,19 @@ FLIP = {"il": "elle", "elle": "il", "ils": "elles", "elles": "ils"}
 PRONOUN = re.compile(r"<p>(.*?)</p>")
 SUPPORT = re.compile(r"<hon>.*?</?hoff>")
 MARKER = re.compile(r"</?p>|<hon>|</?hoff>")
+SIDES = ("source", "target")
+OPEN, CLOSE = "\x01", "\x02"
+SUPPORT_MARKERS = ((re.compile(r"<hon>"), OPEN), (re.compile(r"</?hoff>"), CLOSE), (re.compile(r"</?p>"), ""))
+
+
+@dataclass(frozen=True)
+class MarkedLine:
+    """A context line without its markers, whether each of its whitespace words was (partly)
+    inside ``<hon>…<hoff>``, and where it comes from (``file:line``)."""
+
+    text: str
+    marked: Tuple[bool, ...]
+    origin: str
 
 
 def unmark(text: str) -> str:
@@ -74,3 +91,48 @@ def read_scat(prefix: str, source_lang: str = "en",
             origin=where,
         ))
     return examples, skipped
+
+
+def marked_words(line: str) -> Tuple[str, Tuple[bool, ...]]:
+    """A SCAT line → its text with the markers removed and spaces collapsed (as the contrastive
+    reader's ``unmark``) and, per whitespace word, whether any of it lies inside ``<hon>…<hoff>``."""
+    for pattern, replacement in SUPPORT_MARKERS:
+        line = pattern.sub(replacement, line)
+    words, flags, inside = [], [], False
+    for raw in line.split():
+        word, marked = [], False
+        for char in raw:
+            if char == OPEN:
+                inside = True
+            elif char == CLOSE:
+                inside = False
+            else:
+                word.append(char)
+                marked |= inside
+        if word:
+            words.append("".join(word))
+            flags.append(marked)
+    return " ".join(words), tuple(flags)
+
+
+def read_marked_context(prefix: str, side: str, source_lang: str = "en",
+                        target_lang: str = "fr") -> Tuple[List[MarkedLine], int]:
+    """The context lines of a SCAT split (``data/scat/highlighted.valid``) on ``side`` that have
+    marked words, and the number of lines without any."""
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    lang = source_lang if side == "source" else target_lang
+    path = f"{prefix}.context.{lang}"
+    lines = read_lines(path)
+    check_same_length({path: lines, f"{prefix}.{lang}": read_lines(f"{prefix}.{lang}")}, "the SCAT files")
+    marked, unmarked = [], 0
+    for number, line in enumerate(lines, 1):
+        text, flags = marked_words(line)
+        if any(flags):
+            marked.append(MarkedLine(text, flags, f"{path}:{number}"))
+        else:
+            unmarked += 1
+    if not marked:
+        raise ContrastiveInputError(f"{path}: no context line has <hon>…<hoff> marks; SCAT marks its supporting "
+                                    f"words in the French context (side 'target') and on some English training lines")
+    return marked, unmarked

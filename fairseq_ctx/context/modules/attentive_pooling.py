@@ -19,13 +19,14 @@ class AttentivePooling(nn.Module):
         self.score = nn.Sequential(nn.Linear(embed_dim, embed_dim), nn.ReLU(), nn.Linear(embed_dim, 1))
         self.dropout = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
-    def forward(self, x: Tensor, padding_mask: Tensor) -> Tensor:
-        """x: (T, B, C); padding_mask: (B, T), True at padding. Returns (B, C).
-
-        Every row must have at least one non-pad position.
-        """
+    def weights(self, x: Tensor, padding_mask: Tensor) -> Tensor:
+        """x: (T, B, C); padding_mask: (B, T), True at padding. Returns α (B, T) in float32,
+        zero at padding. Every row must have at least one non-pad position."""
         attended, _ = self.self_attn(query=x, key=x, value=x, key_padding_mask=padding_mask, need_weights=False)
         scores = self.score(self.dropout(attended)).squeeze(-1).transpose(0, 1).float()
         scores = scores.masked_fill(padding_mask, torch.finfo(torch.float32).min)
-        weights = torch.softmax(scores, dim=-1)
-        return torch.einsum("bt,tbc->bc", weights.to(x.dtype), x)
+        return torch.softmax(scores, dim=-1)
+
+    def forward(self, x: Tensor, padding_mask: Tensor) -> Tensor:
+        """x: (T, B, C); padding_mask: (B, T), True at padding. Returns s (B, C)."""
+        return torch.einsum("bt,tbc->bc", self.weights(x, padding_mask).to(x.dtype), x)

@@ -164,9 +164,10 @@ class HierarchicalContextEncoder(ContextEncoderBase):
             return list(self.context_layers), self.context_layer_norm
         return list(self.layers)[: self.num_context_layers], self.layer_norm
 
-    def encode_context_sentences(self, tokens: Tensor, embed: Optional[nn.Embedding] = None) -> Tensor:
-        """(U, Lc) sentences (no <boc>) → (U, C) sentence vectors s_i (eq. 3.14–3.16); ``embed``:
-        the token embedding to read them with (default: the source embedding)."""
+    def lower_level(self, tokens: Tensor, embed: Optional[nn.Embedding] = None) -> Tuple[Tensor, Tensor]:
+        """(U, Lc) sentences (no <boc>) → the lower level's states e (Lc', U, C) (eq. 3.14) and
+        their padding mask (U, Lc'), the sentences cut to the longest one; ``embed``: the token
+        embedding to read them with (default: the source embedding)."""
         tokens = tokens[:, : max(int(tokens.ne(self.padding_idx).sum(dim=1).max()), 1)]
         padding_mask = tokens.eq(self.padding_idx)
         x, _ = self.forward_embedding(tokens, None if embed is None else embed(tokens))
@@ -176,7 +177,16 @@ class HierarchicalContextEncoder(ContextEncoderBase):
             x = layer(x, encoder_padding_mask=padding_mask)
         if final_norm is not None:
             x = final_norm(x)
-        return self.pooling(x, padding_mask)
+        return x, padding_mask
+
+    def encode_context_sentences(self, tokens: Tensor, embed: Optional[nn.Embedding] = None) -> Tensor:
+        """(U, Lc) sentences (no <boc>) → (U, C) sentence vectors s_i (eq. 3.14–3.16)."""
+        return self.pooling(*self.lower_level(tokens, embed))
+
+    def context_word_weights(self, tokens: Tensor, embed: Optional[nn.Embedding] = None) -> Tensor:
+        """(U, Lc) sentences (no <boc>) → the word weights α (U, Lc') of their weighted sum s_i
+        (eq. 3.15–3.16), float32, zero at padding: where the word level of the context encoder looks."""
+        return self.pooling.weights(*self.lower_level(tokens, embed))
 
     def source_lower_level(self, encoder_out: Dict[str, List[Tensor]]) -> Tensor:
         """The shared lower level's states (T, B, C) of the batch's own source sentences."""
