@@ -234,6 +234,31 @@ def test_a_rerun_resumes_and_stage_one_is_not_continued_under_stage_two(recipe, 
         recipe.main([*argv, "--sentence-updates", "3"])
 
 
+def test_report_only_reports_the_finished_runs_and_lists_the_rest_training_nothing(recipe, recipe_run, tmp_path):
+    root, argv, _, result = recipe_run
+    results = tmp_path / "report"
+    recipe.main([*edited(argv, "--seeds", "1,2,3"), "--results", str(results), "--report-only"])
+    assert not (root / "work" / "seed3" / "models" / "hmce_target" / "checkpoints").exists()
+    report = json.loads((results / "scat_en_fr.json").read_text())
+    assert report["rows"] == result["rows"]
+    stage_two = [u for u in report["unfinished"] if u["seed"] == 3]
+    assert sorted(u["name"] for u in stage_two) == sorted(STAGE_TWO)
+    assert all("not trained yet" in u["state"] and "--seeds 3" in u["command"] and "--report-only" not in u["command"]
+               for u in stage_two)
+    with pytest.raises(SystemExit, match=r"--report-only: stage 1 has no result yet .*train it first: python "
+                                         r"examples/context_mt/scat_en_fr.py .*--stage-one-only"):
+        recipe.main([*edited(argv, "--work", str(tmp_path / "empty")), "--report-only"])
+    with pytest.raises(SystemExit):
+        recipe.main([*argv, "--report-only", "--restart"])
+    assert (root / "work" / "models" / "sentence" / "result.json").exists()
+
+
+def edited(argv, option, value):
+    """``argv`` with ``option`` set to ``value``."""
+    at = argv.index(option)
+    return [*argv[:at + 1], value, *argv[at + 2:]]
+
+
 def test_a_job_and_a_resume_command_repeat_the_settings_of_the_command(recipe, recipe_run):
     root, argv, _, result = recipe_run
     parser = recipe.build_parser()

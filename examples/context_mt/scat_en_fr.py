@@ -47,9 +47,10 @@ import scat_data  # noqa: E402
 import scat_results  # noqa: E402
 from devtools.plateau_rule import BLEU_PLATEAU, checkpoint_updates, train_until_plateau  # noqa: E402
 from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
-from devtools.recipe_runs import (Job, add_run_options, check_run_options, device_args, failures_message,  # noqa: E402
-                                  job_command, log_to_stdout, precision_args, results_dir, resume_command, run_jobs,
-                                  seed_dirs, seed_option, single_seed)
+from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
+                                  check_run_options, device_args, failures_message, job_command, log_to_stdout,
+                                  precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option,
+                                  single_seed)
 from devtools.recipe_tools import Step, run  # noqa: E402
 from devtools.train_log import validation_curve  # noqa: E402
 from scat_evaluation import evaluate  # noqa: E402
@@ -313,12 +314,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "chunks of this many updates), stage 2's loss (its convergence curve)")
     add_run_options(parser, "stage-2 models and seeds (stage 1 runs alone, with --jobs × --threads threads)",
                     {"--results": ["--out"]}, stage_one_seed=True)
+    add_report_only(parser)
     return parser
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     check_run_options(parser, args, stage_one_seed=True)
+    check_report_only(parser, args)
+    if args.report_only and args.restart:
+        parser.error("--report-only reports on --work; --restart would delete it first: give one of them")
     if min(args.sentence_updates, args.context_updates, args.validate_every) < 1:
         parser.error("--sentence-updates, --context-updates and --validate-every must be at least 1")
     if not 0 < args.coword_dropout < 1:
@@ -336,14 +341,25 @@ def unfinished(recipe: Recipe, stage_one: Dict, pending: Sequence[Sequence], par
         listed.append(unfinished_run(SENTENCE, stage_one["seed"], f"stopped at its budget of {stage_one['updates']} "
                                      f"updates before the plateau (stage-2 models trained from it must be trained "
                                      f"again in another --work)", resume_command(parser, SCRIPT, argv, longer,
-                                                                                 drop=["--restart"])))
+                                                                                 drop=["--restart", "--report-only"])))
     for name, seed in pending:
         updates = checkpoint_updates(recipe.model_dir(name, seed) / "checkpoints" / "checkpoint_last.pt")
         state = f"interrupted at update {updates} (resumes from checkpoint_last.pt)" if updates else "not trained yet"
         options = {**seed_option(recipe.args, seed), "--models": name}
-        listed.append(unfinished_run(name, seed, state, resume_command(parser, SCRIPT, argv, options,
-                                                                       drop=["--restart", "--stage-one-only"])))
+        listed.append(unfinished_run(name, seed, state, resume_command(
+            parser, SCRIPT, argv, options, drop=["--restart", "--stage-one-only", "--report-only"])))
     return listed
+
+
+def finished_stage_one(recipe: Recipe, parser: argparse.ArgumentParser, argv: Sequence[str]) -> Dict:
+    """--report-only: stage 1's result as it stands (never trained further); without one there is
+    nothing to report yet."""
+    result = recipe.model_dir(SENTENCE, single_seed(recipe.args)) / "result.json"
+    if not result.exists():
+        command = resume_command(parser, SCRIPT, argv, {"--stage-one-only": None}, drop=["--report-only"])
+        sys.exit(f"scat_en_fr: --report-only: stage 1 has no result yet ({result}), so there is nothing to report; "
+                 f"train it first: {command}")
+    return json.loads(result.read_text())
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -353,23 +369,24 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     log_to_stdout()
     scat_data.check_inputs(Path(args.scat_dir), Path(args.multi30k_dir))
     work = Path(args.work)
+    recipe = Recipe(args)
+    finished = finished_stage_one(recipe, parser, argv) if args.report_only else None
     if args.restart:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     import torch
 
-    recipe = Recipe(args)
     corpus = recipe.prepare()
     torch.set_num_threads(args.threads * args.jobs)  # stage 1 runs alone
-    stage_one = recipe.stage_one()
+    stage_one = finished or recipe.stage_one()
     seeds = [seed for seed, _ in seed_dirs(args, work)]
     units = [] if args.stage_one_only else [(name, seed) for seed in seeds for name in args.models]
     pending = [(name, seed) for name, seed in units if not (recipe.model_dir(name, seed) / "result.json").exists()]
     jobs = [Job(f"{name}, seed {seed}",
                 job_command(parser, SCRIPT, argv, {**seed_option(args, seed), "--models": name},
-                            drop=["--restart", "--stage-one-only"]),
+                            drop=["--restart", "--stage-one-only", "--report-only"]),
                 recipe.model_dir(name, seed).parent.parent / f"job.{name}.log",
-                functools.partial(recipe.stage_two, name, seed)) for name, seed in pending]
+                functools.partial(recipe.stage_two, name, seed)) for name, seed in ([] if args.report_only else pending)]
     failed = run_jobs(jobs, args.jobs, args.threads)
     if not args.no_report:
         rows = [stage_one]
