@@ -15,6 +15,8 @@ import torch
 
 from devtools.recipe_runs import job_command
 from devtools.seed_statistics import direction_verdict, t_test
+from fairseq_ctx.context.contrastive.scat import read_marked_context
+from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 
 RECIPE_DIR = Path(__file__).resolve().parents[1] / "examples" / "context_mt"
 NOUNS = [("table", "table", "elle"), ("car", "voiture", "elle"), ("book", "livre", "il"), ("tree", "arbre", "il"),
@@ -27,7 +29,8 @@ def write_scat(directory: Path, split: str, count: int, rng: random.Random) -> N
     for number in range(count):
         en_noun, fr_noun, pronoun = rng.choice(NOUNS)
         article = "la" if pronoun == "elle" else "le"
-        rows["context.en"].append(f"I saw the {en_noun}. It was near the river." if number % 7 else "")
+        noun = f" <hon>{en_noun}<hoff>" if split == "train" else f" {en_noun}"  # as in SCAT: no English mark in valid
+        rows["context.en"].append(f"I saw the{noun}. It was near the river." if number % 7 else "")
         rows["context.fr"].append(f"J'ai vu {article}  <hon>{fr_noun}<hoff> . C'était près de la rivière."
                                   if number % 7 else "")
         rows["en"].append(f"<p>It</p> is old.")
@@ -149,19 +152,30 @@ def test_cxmi_contrastive_and_scores_are_kept_per_run_and_seed(recipe_run):
     assert len(tsv) == 1 + 5 * 20 and tsv[1].split("\t")[:2] == ["sentence", "1"]
 
 
-def test_attention_to_the_marked_supporting_words_is_measured_for_hmce_target(recipe_run):
+def test_attention_to_the_marked_supporting_words_is_measured_on_each_context_side(recipe_run):
     root, _, _, result = recipe_run
     measured = {(r["model"], r["seed"]): r["supporting_attention"] for r in result["rows"] if "supporting_attention" in r}
     assert sorted(measured) == [("hmce_target", 1), ("hmce_target", 2)]
-    for summary in measured.values():
-        assert summary["side"] == "target" and summary["examples"] == 17  # valid lines 1, 8 and 15 have no context
-        masses = [e["mass"] for e in summary["per_example"]]
-        assert summary["mass"] == pytest.approx(sum(masses) / 17) and 0 < summary["mass"] < 1
-        assert summary["above_uniform"] + summary["below_uniform"] <= 17
+    for source, target in measured.values():
+        assert (source["side"], Path(source["input"]).name, source["examples"]) == ("source", "highlighted.train", 102)
+        assert (target["side"], Path(target["input"]).name, target["examples"]) == ("target", "highlighted.valid", 17)
+        masses = [e["mass"] for e in target["per_example"]]  # valid lines 1, 8 and 15 have no context
+        assert target["mass"] == pytest.approx(sum(masses) / 17) and 0 < target["mass"] < 1
+        lines = {Path(line.origin).name: line for line in
+                 read_marked_context(str(root / "scat" / "highlighted.train"), "source")[0]}
+        codec = SentencePieceCodec(str(root / "work" / "spm" / "spm.model"))
+        for example in source["per_example"]:  # the marked word's pieces (and no other) over all positions
+            line = lines[Path(example["origin"]).name]
+            [word] = [w for w, marked in zip(line.text.split(), line.marked) if marked]
+            assert example["uniform"] == pytest.approx(len(codec.encode(word).split())
+                                                       / (len(codec.encode(line.text).split()) + 1))
     tables = root / "work" / "results-tables"
     tsv = (tables / "scat_en_fr.supporting_attention.tsv").read_text().splitlines()
-    assert len(tsv) == 1 + 2 * 17 and tsv[1].split("\t")[:2] == ["hmce_target", "1"]
-    assert "## Where the word-level context attention looks" in (tables / "scat_en_fr.md").read_text()
+    assert len(tsv) == 1 + 2 * (102 + 17) and tsv[1].split("\t")[:4] == ["hmce_target", "1", "source",
+                                                                          "highlighted.train.context.en:2"]
+    markdown = (tables / "scat_en_fr.md").read_text()
+    assert "## Where the word-level context attention looks" in markdown
+    assert "| hmce_target | 1 | English (train) | 102 |" in markdown and "| hmce_target | 2 | French (valid) | 17 |" in markdown
 
 
 def test_the_verdict_and_context_use_are_tested_over_the_seeds(recipe_run):

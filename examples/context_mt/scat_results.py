@@ -182,20 +182,22 @@ def verdict_lines(facts: Dict) -> List[str]:
 
 
 def supporting_attention_lines(rows: Sequence[Dict]) -> List[str]:
-    measured = [r for r in rows if "supporting_attention" in r]
+    measured = [(r, s) for r in rows for s in r.get("supporting_attention", [])]
     if not measured:
         return []
     lines = ["## Where the word-level context attention looks", "",
-             "For hce/hmce reading the target context: the weights α of the French context line's weighted sum "
-             "(Yun 2022, eq. 3.15–3.16) on the words SCAT's translators marked as supporting the pronoun, against "
-             "the share a uniform α gives them (`fairseq-ctx-supporting-attention --side target`); difference per "
-             "context line, mean ± sd; lines above / below the uniform share with the two-sided sign test.", "",
-             "| model | seed | marked lines | α on marked words | uniform share | difference | above / below "
-             "(sign test p) | largest α on a marked word |", "|---|---|---|---|---|---|---|---|"]
-    for r in measured:
-        s = r["supporting_attention"]
-        lines.append(f"| {r['model']} | {r['seed']} | {s['examples']} | {s['mass']:.3f} | {s['uniform']:.3f} | "
-                     f"{s['gap_mean']:+.3f} ± {s['gap_sd']:.3f} | {s['above_uniform']} / {s['below_uniform']} "
+             "For hce/hmce: the weights α with which the context encoder pools a context line (Yun 2022, eq. "
+             "3.15–3.16) on the words SCAT's translators marked as supporting the pronoun, against the share a "
+             "uniform α gives them (`fairseq-ctx-supporting-attention`): the English context of the SCAT training "
+             "lines with English marks (lines the model was trained on; SCAT valid marks no English word), and for "
+             "hmce_target the French context of SCAT valid. Difference per context line, mean ± sd; lines above / "
+             "below the uniform share with the two-sided sign test.", "",
+             "| model | seed | context (SCAT split) | marked lines | α on marked words | uniform share | difference "
+             "| above / below (sign test p) | largest α on a marked word |", "|---|---|---|---|---|---|---|---|---|"]
+    for r, s in measured:
+        where = f"{'English' if s['side'] == 'source' else 'French'} ({Path(s['input']).name.split('.')[1]})"
+        lines.append(f"| {r['model']} | {r['seed']} | {where} | {s['examples']} | {s['mass']:.3f} | {s['uniform']:.3f} "
+                     f"| {s['gap_mean']:+.3f} ± {s['gap_sd']:.3f} | {s['above_uniform']} / {s['below_uniform']} "
                      f"(p = {s['sign_test_p']:.3g}) | {s['top_marked']}/{s['examples']} |")
     return [*lines, ""]
 
@@ -285,9 +287,9 @@ def cxmi_tsv(rows: Sequence[Dict]) -> str:
 
 
 def supporting_attention_tsv(rows: Sequence[Dict]) -> str:
-    lines = ["model\tseed\torigin\tmass\tuniform\ttop_marked"]
-    lines += [f"{r['model']}\t{r['seed']}\t{e['origin']}\t{e['mass']:.4f}\t{e['uniform']:.4f}\t{int(e['top_marked'])}"
-              for r in rows if "supporting_attention" in r for e in r["supporting_attention"]["per_example"]]
+    lines = ["model\tseed\tside\torigin\tmass\tuniform\ttop_marked"]
+    lines += [f"{r['model']}\t{r['seed']}\t{s['side']}\t{Path(e['origin']).name}\t{e['mass']:.4f}\t{e['uniform']:.4f}\t"
+              f"{int(e['top_marked'])}" for r in rows for s in r.get("supporting_attention", []) for e in s["per_example"]]
     return "\n".join(lines) + "\n"
 
 
