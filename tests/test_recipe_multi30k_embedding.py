@@ -15,7 +15,8 @@ from fairseq_ctx.embedding.xsim import xsim_files
 
 RECIPE = Path(__file__).resolve().parents[1] / "examples" / "embedding" / "multi30k_embedding.py"
 sys.path.insert(0, str(RECIPE.parent))
-from multi30k_models import train_args  # noqa: E402
+from multi30k_embedding_data import RecipeError  # noqa: E402
+from multi30k_models import Budget, ModelRun, train_args  # noqa: E402
 from devtools.plateau_rule import checkpoint_updates  # noqa: E402
 from devtools.seed_statistics import direction_verdict, t_test  # noqa: E402
 
@@ -172,6 +173,22 @@ def test_a_rerun_with_other_settings_is_refused(recipe_run):
             recipe.main([*argv, "--models", "tmde", *other])
     with pytest.raises(SystemExit, match=r"was prepared with .*'bpe_vocab': 120.*use another --work"):
         recipe.main([*argv, "--models", "tmde", "--bpe-vocab", "100"])
+
+
+def test_a_run_recorded_by_another_checkout_of_the_package_counts_as_finished(tmp_path):
+    """The run record holds --user-dir, the package's place: another checkout resumes the same run."""
+    run = ModelRun("tmde", 1, str(tmp_path))
+    args = train_args("tmde", str(tmp_path / "data-bin"), run.save_dir, "tiny", 4, 1, "amp", "cpu")
+    recorded = [*args]
+    recorded[recorded.index("--user-dir") + 1] = "/another/checkout/fairseq_ctx"
+    os.makedirs(run.save_dir)
+    record = {"args": recorded, "updates": 4, "validate_every": 0, "stopped": "fixed", "command": "earlier"}
+    Path(run.run_path).write_text(json.dumps(record))
+    assert run.finished(args, Budget(4, 0))
+    recorded[recorded.index("--seed") + 1] = "2"
+    Path(run.run_path).write_text(json.dumps({**record, "args": recorded}))
+    with pytest.raises(RecipeError, match=r"tmde in .* was trained with other settings \(earlier"):
+        run.finished(args, Budget(4, 0))
 
 
 def test_bad_data_stops_before_any_work(tmp_path):

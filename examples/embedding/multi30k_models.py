@@ -90,10 +90,20 @@ def train_args(name: str, data_bin: str, save_dir: str, size: str, updates: int,
             *precision_args(precision)]
 
 
-def without_budget(args: Sequence[str]) -> List[str]:
-    """fairseq-train arguments without ``--max-update N`` (the one that grows chunk by chunk)."""
-    at = list(args).index("--max-update")
-    return [*args[:at], *args[at + 2:]]
+def run_settings(args: Sequence[str]) -> List[str]:
+    """What must be the same for a run to continue or count as finished: the fairseq-train
+    arguments without ``--max-update N`` (the budget, which grows chunk by chunk) and without
+    ``--user-dir DIR`` (where the package's code is, e.g. another checkout of it, not how the model
+    is trained)."""
+    kept, skip = [], 0
+    for arg in args:
+        if skip:
+            skip -= 1
+        elif arg in ("--max-update", "--user-dir"):
+            skip = 1
+        else:
+            kept.append(arg)
+    return kept
 
 
 def train(args: List[str], log_path: str) -> Tuple[float, float]:
@@ -127,7 +137,7 @@ class ModelRun:
         if done is None:
             return False
         every = done.get("validate_every", 0)
-        if (without_budget(done["args"]) != without_budget(args) or every != budget.every
+        if (run_settings(done["args"]) != run_settings(args) or every != budget.every
                 or (every == 0 and done["updates"] != budget.updates)):
             raise RecipeError(f"{self.name} in {self.save_dir} was trained with other settings ({done['command']}, "
                               f"validation every {every} updates); use another --work or delete {self.save_dir}")
