@@ -254,7 +254,7 @@ def test_report_only_reports_the_finished_runs_and_lists_the_rest_training_nothi
     recipe.main([*edited(argv, "--seeds", "1,2,3"), "--results", str(results), "--report-only"])
     assert not (root / "work" / "seed3" / "models" / "hmce_target" / "checkpoints").exists()
     report = json.loads((results / "scat_en_fr.json").read_text())
-    assert report["rows"] == result["rows"]
+    assert report["rows"] == result["rows"] and report["settings"] == result["settings"]
     stage_two = [u for u in report["unfinished"] if u["seed"] == 3]
     assert sorted(u["name"] for u in stage_two) == sorted(STAGE_TWO)
     assert all("not trained yet" in u["state"] and "--seeds 3" in u["command"] and "--report-only" not in u["command"]

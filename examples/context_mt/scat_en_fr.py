@@ -404,7 +404,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         scat_results.write(rows, header, {
             "settings": {k: v for k, v in vars(args).items()
                          if k not in ("models", "seeds", "results", "restart", "no_report", "precision", "device",
-                                      "jobs", "threads")},
+                                      "jobs", "threads", "report_only")},
             "corpus": corpus, "stage_one": stage_one,
             "unfinished": unfinished(recipe, stage_one, [(name, seed) for name, seed in pending if not
                                                          (recipe.model_dir(name, seed) / "result.json").exists()],
