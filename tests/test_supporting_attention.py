@@ -3,10 +3,12 @@ mass of hce/hmce's word weights α (Yun (2022), eq. 3.15–3.16) on them against
 the totals and their sign test, on the committed tiny hmce with target context."""
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from conftest import build
 from fairseq_ctx.cli.supporting_attention import main
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
@@ -140,8 +142,11 @@ def test_lines_whose_marks_the_context_limit_cuts_are_left_out_and_named(transla
     assert left_out[CUT] == [lines[0].origin]
 
 
-def test_the_side_must_be_one_the_model_reads(translator, tmp_path):
+def test_the_side_must_be_one_the_model_reads(translator, tiny_data, tmp_path):
     lines, _ = read_marked_context(write_scat(tmp_path), "target", target_lang="de")
+    _, concat, _ = build(tiny_data, "ctx_concat")
+    with pytest.raises(ValueError, match=r"the model's encoder is a \w+; the word weights α exist in hce/hmce only"):
+        measure(SimpleNamespace(models=[concat]), lines, "source")
     with pytest.raises(ValueError, match=r"side 'target' needs a model that reads the target context"):
         measure(hub.load(str(SOURCE_ONLY), cpu=True), lines, "target")
     source_line = MarkedLine("the new bag waits .", (False, False, True, False, False), "x:1")
