@@ -196,8 +196,8 @@ def supporting_attention_lines(rows: Sequence[Dict]) -> List[str]:
              "| above / below (sign test p) | largest α on a marked word |", "|---|---|---|---|---|---|---|---|---|"]
     for r, s in measured:
         where = f"{'English' if s['side'] == 'source' else 'French'} ({Path(s['input']).name.split('.')[1]})"
-        lines.append(f"| {r['model']} | {r['seed']} | {where} | {s['examples']} | {s['mass']:.3f} | {s['uniform']:.3f} "
-                     f"| {s['gap_mean']:+.3f} ± {s['gap_sd']:.3f} | {s['above_uniform']} / {s['below_uniform']} "
+        lines.append(f"| {r['model']} | {r['seed']} | {where} | {s['examples']} | {s['mass']:.4f} | {s['uniform']:.4f} "
+                     f"| {s['gap_mean']:+.4f} ± {s['gap_sd']:.4f} | {s['above_uniform']} / {s['below_uniform']} "
                      f"(p = {s['sign_test_p']:.3g}) | {s['top_marked']}/{s['examples']} |")
     return [*lines, ""]
 
