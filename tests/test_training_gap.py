@@ -26,7 +26,7 @@ BUDGET = [
     "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt",
     "--warmup-updates", "150", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
     "--dropout", "0.1", "--max-tokens", "3000", "--max-update", "200", "--seed", "1", "--cpu", "--amp",
-    "--no-epoch-checkpoints", "--log-format", "simple",
+    "--no-epoch-checkpoints", "--log-format", "simple", "--validate-interval", "10", "--save-interval", "10",
 ]
 
 
