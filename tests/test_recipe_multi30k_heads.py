@@ -169,6 +169,48 @@ def test_a_variant_is_resumed_from_where_it_stopped(heads_recipe, controls, tmp_
     assert json.loads(record_path.read_text())["train_wall_s"] == record["train_wall_s"]  # not trained again
 
 
+def test_runs_of_an_earlier_results_folder_stand_in_for_a_work_directory_that_is_gone(heads_recipe, controls, tmp_path):
+    """Seed 1's work directory gone, its runs come from the results folder it was reported in: not
+    trained again, and the tables' numbers and verdicts are those of the full work directory."""
+    import shutil
+
+    work, results = tmp_path / "work", tmp_path / "tables"
+    shutil.copytree(controls.work / "seed2", work / "seed2")
+    heads_recipe.main([str(controls.data), "--work", str(work), "--seeds", "1,2", "--variants",
+                       "baseline,drophead0.3,hsic0.1", "--max-positions", "300", "--jobs", "1",
+                       "--earlier-results", str(controls.results), "--results", str(results), *SETTINGS])
+    assert not (work / "seed1" / "checkpoints").exists()
+    summary = json.loads((results / "multi30k_heads.json").read_text())
+    for key in ("similarity", "test_sets", "convergence_by_run", "runs", "seeds"):
+        assert summary[key] == controls.summary[key], key
+    assert summary["unfinished"] == []
+    assert summary["earlier_results"]["runs"] == ["baseline/seed1", "drophead0.3/seed1", "hsic0.1/seed1"]
+    for kept in (controls.results / "hypotheses").iterdir():
+        assert (results / "hypotheses" / kept.name).read_text() == kept.read_text()
+    pictures = sorted(path.name for path in controls.results.glob("*.png"))
+    assert pictures == sorted(path.name for path in results.glob("*.png"))
+    for name in pictures:  # each variant's first seed is seed 1: its heatmap comes from the earlier folder
+        assert (results / name).read_bytes() == (controls.results / name).read_bytes()
+    assert f"Runs reported from an earlier results folder (`--earlier-results {controls.results}`" in \
+        (results / "multi30k_heads.md").read_text()
+
+
+def test_an_earlier_results_folder_of_other_settings_is_refused_before_any_work(heads_recipe, controls, tmp_path,
+                                                                                  capsys):
+    work = tmp_path / "refused"
+    with pytest.raises(SystemExit):
+        heads_recipe.main([str(controls.data), "--work", str(work), "--seeds", "1", "--max-positions", "300",
+                           "--earlier-results", str(controls.results), *SETTINGS, "--lr", "5e-3"])
+    assert "multi30k_heads.json was written by runs with other settings (lr: 0.01 there, 0.005 now)" in \
+        capsys.readouterr().err
+    assert not (work / "seed1" / "data-bin").exists()
+    with pytest.raises(SystemExit):
+        heads_recipe.main([str(controls.data), "--work", str(work), "--seeds", "1", "--max-positions", "300",
+                           "--earlier-results", str(controls.results), "--results", str(controls.results), *SETTINGS])
+    assert f"--results {controls.results.resolve()} is the --earlier-results folder" in capsys.readouterr().err
+    assert not (work / "seed1" / "data-bin").exists()
+
+
 def test_variants_are_named_by_their_control_and_value(heads_recipe, tmp_path, capsys):
     base = ["--criterion", "head_diversity", "--label-smoothing", "0.1"]
     assert heads_recipe.variant_criterion("baseline") == base

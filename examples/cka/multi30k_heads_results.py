@@ -7,16 +7,17 @@ similarity; Table 4.4, neither costs BLEU."""
 import json
 import shutil
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 from devtools.recipe_report import unfinished_lines
 from devtools.seed_statistics import (direction_verdict, mean_sd_text, no_cost_verdict, paired_t_test, power_note,
                                       summary)
 from devtools.train_log import validation_curve
 from heads_baseline import BASELINE
+from heads_earlier import EarlierResults, EarlierRun
 from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
-                                 convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
-                                 score_decoded)
+                                 convergence_rows, hypotheses_name, left_out_lines, over_seeds, p_text, read_lines,
+                                 recompute_note, run_scores, score_decoded)
 from multi30k_runs import ModelRun, RunTable
 
 STEM = "multi30k_heads"
@@ -51,19 +52,24 @@ def head_similarity(path: Path, tag: str) -> Dict[str, object]:
     return result
 
 
-def similarity_rows(runs: Sequence[ModelRun], heads_dir: Callable[[ModelRun], Path]) -> List[dict]:
-    """One row per variant: head similarity per seed, mean ± sd over seeds, and for each of CKA
-    and SVCCA the change against the baseline over their common seeds with the paired t-test and
-    the verdict on Table 4.5's direction."""
+def similarity_rows(runs: Sequence[ModelRun], heads_dir: Callable[[ModelRun], Path],
+                    earlier: Sequence[EarlierRun] = ()) -> List[dict]:
+    """One row per variant: head similarity per seed (of ``earlier`` runs: as recorded), mean ± sd
+    over seeds, and for each of CKA and SVCCA the change against the baseline over their common
+    seeds with the paired t-test and the verdict on Table 4.5's direction."""
     rows: Dict[str, dict] = {}
     for model_run in runs:
         row = rows.setdefault(model_run.name, {"name": model_run.name, "per_seed": {}})
         similarity = head_similarity(heads_dir(model_run) / "heads.json", model_run.name)
         hsic = validation_curve((model_run.eval_dir / "train.log").read_text(encoding="utf-8"), "hsic")
         row["per_seed"][model_run.seed] = {**similarity, "valid_hsic": hsic[-1][1] if hsic else None}
+    for run in earlier:
+        if run.similarity is not None:
+            rows.setdefault(run.name, {"name": run.name, "per_seed": {}})["per_seed"][run.seed] = run.similarity
     base = rows.get(BASELINE)
     for row in rows.values():
-        seeds = sorted(row["per_seed"])
+        row["per_seed"] = dict(sorted(row["per_seed"].items()))
+        seeds = list(row["per_seed"])
         row["seeds"] = seeds
         keys = [k for k in row["per_seed"][seeds[0]] if k not in ("modules", "valid_hsic")]
         for key in keys:
@@ -83,11 +89,20 @@ def similarity_rows(runs: Sequence[ModelRun], heads_dir: Callable[[ModelRun], Pa
     return [rows[name] for name in sorted(rows, key=lambda n: (n != BASELINE, n))]
 
 
-def bleu_rows(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path) -> List[dict]:
-    """One row per variant decoded on ``stem``: test scores per seed and over seeds, the comparison
-    with the baseline, and the verdict on Table 4.4's direction."""
+def bleu_rows(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path,
+              earlier: Sequence[EarlierRun] = ()) -> List[dict]:
+    """One row per variant decoded on ``stem``: test scores per seed (of ``earlier`` runs: from their
+    kept hypotheses) and over seeds, the comparison with the baseline, and the verdict on Table
+    4.4's direction."""
     references = read_lines(Path(reference))
     scores, hypotheses = score_decoded(runs, stem, reference, out_dir)
+    for run in earlier:
+        if stem in run.record()["test_sets"]:
+            lines = run.kept_hypotheses(stem, out_dir)
+            name = hypotheses_name(run.name, run.seed, stem)
+            scores.setdefault(run.name, {})[run.seed] = run_scores(run.record(), stem, lines, references, name)
+            hypotheses.setdefault(run.name, {})[run.seed] = lines
+    scores = {name: dict(sorted(per_seed.items())) for name, per_seed in scores.items()}
     rows = []
     for name in sorted(scores, key=lambda n: (n != BASELINE, n)):
         row = {"name": name, **over_seeds(scores[name])}
@@ -150,9 +165,9 @@ def bleu_section(stem: str, rows: List[dict], reference: str, sentences: int) ->
     return lines + ["", *recompute_note(rows, stem, reference, BASELINE), ""]
 
 
-def adopted_baseline_lines(table: RunTable) -> List[str]:
+def adopted_baseline_lines(runs: Sequence[Union[ModelRun, EarlierRun]]) -> List[str]:
     """The paragraph naming the seeds whose baseline is the multi-source recipe's text-only run."""
-    adopted = sorted((r.seed, r.record()["baseline_from"]) for r in table.trained
+    adopted = sorted((r.seed, r.record()["baseline_from"]) for r in runs
                      if r.name == BASELINE and "baseline_from" in r.record())
     if not adopted:
         return []
@@ -165,8 +180,20 @@ def adopted_baseline_lines(table: RunTable) -> List[str]:
             "files: " + "; ".join(f"seed {seed}: {path}" for seed, path in adopted) + ".", ""]
 
 
+def earlier_lines(earlier: Optional[EarlierResults]) -> List[str]:
+    """The paragraph naming the runs taken from an earlier results folder, and how it was made."""
+    if earlier is None or not earlier.runs:
+        return []
+    runs = ", ".join(f"{r.name} seed {r.seed}" for r in earlier.runs)
+    return [f"Runs reported from an earlier results folder (`--earlier-results {earlier.folder}`; their work directory "
+            f"is gone): {runs}. Their scores are computed again from the hypotheses kept there (copied into this "
+            f"table's hypotheses/), their head similarity is the one recorded there. That folder was written on "
+            f"{earlier.date} on {earlier.machine}, by `{earlier.command}`.", ""]
+
+
 def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]], references: Dict[str, str],
-             table: RunTable, convergence: List[dict]) -> str:
+             table: RunTable, convergence: List[dict], reported: Sequence[Union[ModelRun, EarlierRun]],
+             earlier: Optional[EarlierResults]) -> str:
     header, sentences, settings = run["header"], run["sentences"], run["settings"]
     lines = [
         "# Inter-head diversity controls on the Multi30k text-only Transformer (Yun, 2022, Tables 4.4 and 4.5)", "",
@@ -177,7 +204,7 @@ def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]],
         "Model and training: the text-only Transformer of examples/multimodal_mt/multi30k_multisource.py, trained "
         "with `--criterion head_diversity --label-smoothing 0.1` plus the variant's term: baseline none (the same "
         "training as label_smoothed_cross_entropy), `drophead<γ>`: `--drophead γ`, `hsic<λ>`: `--hsic-lambda λ` "
-        "(every attention module).", "", *adopted_baseline_lines(table),
+        "(every attention module).", "", *adopted_baseline_lines(reported), *earlier_lines(earlier),
         "Inter-head similarity: fairseq-ctx-analyze-heads on the best checkpoint (greedy validation BLEU), validation "
         "split, teacher-forced, eval mode: each head's output before the output projection at the non-padding query "
         f"positions of the first validation sentences in fairseq's length-sorted batch order (batches of "
@@ -198,7 +225,7 @@ def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]],
     lines += ["", f"Wall time: {total / 60:.1f} min of training for {len(convergence)} run(s) (an interrupted training "
               f"counts each of its stretches, up to its last logged line); this invocation "
               f"{run['this_invocation_wall_s'] / 60:.1f} min.",
-              f"Heatmaps (head × head CKA per module, first seed of each variant): heads_<variant>.seed<N>.png."]
+              "Heatmaps (head × head CKA per module, first seed of each variant): heads_<variant>.seed<N>.png."]
     return "\n".join(lines) + "\n"
 
 
@@ -209,23 +236,26 @@ def convergence_outcome(rows: List[dict]) -> str:
 
 
 def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[str, str],
-                  heads_dir: Callable[[ModelRun], Path]) -> List[Path]:
-    """Write ``multi30k_heads.{json,md}``, ``hypotheses/`` and the heatmaps into ``out_dir``; returns
-    the paths of the tables."""
+                  heads_dir: Callable[[ModelRun], Path], earlier: Optional[EarlierResults] = None) -> List[Path]:
+    """Write ``multi30k_heads.{json,md}``, ``hypotheses/`` and the heatmaps into ``out_dir``, with
+    the runs of ``earlier`` next to those of ``table``; returns the paths of the tables."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = table.trained
+    runs, kept = table.trained, [] if earlier is None else earlier.runs
     analysed = [r for r in runs if r.record().get("heads", {}).get("settings") == run["analysis"]]
-    similarity = similarity_rows(analysed, heads_dir)
-    sections = {stem: bleu_rows(runs, stem, references[stem], out_dir) for stem in run["test_sets"]}
-    records = {(r.name, r.seed): r.record() for r in runs}
-    convergence = convergence_rows(runs, lambda r: (r["name"] != BASELINE, r["name"], r["seed"]))
+    similarity = similarity_rows(analysed, heads_dir, kept)
+    sections = {stem: bleu_rows(runs, stem, references[stem], out_dir, kept) for stem in run["test_sets"]}
+    reported = [*runs, *kept]
+    records = {(r.name, r.seed): r.record() for r in reported}
+    convergence = convergence_rows(reported, lambda r: (r["name"] != BASELINE, r["name"], r["seed"]))
     header = run["header"]
+    header.seeds = sorted({*header.seeds, *(r.seed for r in kept)})
     header.convergence = convergence_outcome(convergence)
-    for name in {r.name for r in analysed}:
-        first = min((r for r in analysed if r.name == name), key=lambda r: r.seed)
-        picture = heads_dir(first) / f"heads_{name}.png"
-        if picture.exists():
-            shutil.copyfile(picture, out_dir / f"heads_{name}.seed{first.seed}.png")
+    pictures = {**{(r.name, r.seed): r.picture for r in kept if r.similarity is not None},
+                **{(r.name, r.seed): heads_dir(r) / f"heads_{r.name}.png" for r in analysed}}
+    for name in {name for name, _ in pictures}:
+        seed = min(seed for other, seed in pictures if other == name)
+        if pictures[name, seed].exists():
+            shutil.copyfile(pictures[name, seed], out_dir / f"heads_{name}.seed{seed}.png")
     paths = [out_dir / f"{STEM}.json", out_dir / f"{STEM}.md"]
     summary_json = {**header.as_dict(), **{k: v for k, v in run.items() if k != "header"},
                     "expected_similarity": EXPECTED_SIMILARITY, "expected_bleu": EXPECTED_BLEU, "similarity": similarity,
@@ -233,7 +263,9 @@ def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[st
                                   for stem, rows in sections.items()},
                     "convergence_by_run": convergence,
                     "runs": {f"{name}/seed{seed}": record for (name, seed), record in records.items()},
+                    **({"earlier_results": earlier.as_dict()} if kept else {}),
                     "unfinished": table.unfinished, "left_out": table.left_out}
     paths[0].write_text(json.dumps(summary_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths[1].write_text(markdown(run, similarity, sections, references, table, convergence), encoding="utf-8")
+    paths[1].write_text(markdown(run, similarity, sections, references, table, convergence, reported, earlier),
+                        encoding="utf-8")
     return paths

@@ -54,6 +54,14 @@ def hypotheses_name(name: str, seed: int, stem: str, shuffled: bool = False) -> 
     return f"hypotheses/{name}.seed{seed}.{stem}{'.shuffled' if shuffled else ''}.{TARGET}"
 
 
+def run_scores(record: dict, stem: str, lines: Sequence[str], references: Sequence[str], name: str) -> dict:
+    """A run's scores on test set ``stem`` from its hypotheses ``lines`` (kept as ``name``), with
+    its validation curve, updates and wall times from its results ``record``."""
+    return {**test_scores(lines, references), "hypotheses": name, "valid_bleu": record["valid_bleu"],
+            "updates": record["updates"], "train_wall_s": record["train_wall_s"],
+            "eval_wall_s": decoded_test_sets(record)[stem]["eval_wall_s"]}
+
+
 def score_decoded(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path
                   ) -> Tuple[Dict[str, Dict[int, dict]], Dict[str, Dict[int, List[str]]]]:
     """Scores ``{name: {seed: scores}}`` and hypotheses ``{name: {seed: lines}}`` of every run
@@ -71,9 +79,7 @@ def score_decoded(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: 
         split = decoded[stem]["split"]
         name = hypotheses_name(model_run.name, model_run.seed, stem)
         lines = export_hypotheses(model_run.eval_dir / f"generate-{split}.txt", reference, out_dir / name)
-        result = {**test_scores(lines, references), "hypotheses": name, "valid_bleu": record["valid_bleu"],
-                  "updates": record["updates"], "train_wall_s": record["train_wall_s"],
-                  "eval_wall_s": decoded[stem]["eval_wall_s"]}
+        result = run_scores(record, stem, lines, references, name)
         shuffled = model_run.eval_dir / "shuffled" / f"generate-{split}.txt"
         if shuffled.exists():
             name = hypotheses_name(model_run.name, model_run.seed, stem, shuffled=True)
