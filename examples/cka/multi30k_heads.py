@@ -16,7 +16,8 @@ drophead0.1, drophead0.3, hsic1e-7 (the thesis' γ 0.1 and λ 1e-7) and hsic1e-2
 0.13: results/hsic_weight.md), 5000 updates each. The work
 layout, resumption, ``--seeds``, ``--jobs``, ``--threads``, ``--precision``, ``--test-sets`` and
 ``--results`` are those of the multi-source recipe; each run's head analysis is in
-``heads/<variant>/``.
+``heads/<variant>/``. ``--earlier-results`` adds the runs of a results folder the recipe wrote
+before, when its work directory is gone (heads_earlier.py): they are reported, not trained again.
 """
 import argparse
 import re

@@ -18,7 +18,7 @@ from heads_earlier import EarlierResults, EarlierRun
 from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
                                  convergence_rows, hypotheses_name, left_out_lines, over_seeds, p_text, read_lines,
                                  recompute_note, run_scores, score_decoded)
-from multi30k_runs import ModelRun, RunTable
+from multi30k_runs import ModelRun, RunTable, decoded_test_sets
 
 STEM = "multi30k_heads"
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
@@ -97,7 +97,7 @@ def bleu_rows(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path
     references = read_lines(Path(reference))
     scores, hypotheses = score_decoded(runs, stem, reference, out_dir)
     for run in earlier:
-        if stem in run.record()["test_sets"]:
+        if stem in decoded_test_sets(run.record()):
             lines = run.kept_hypotheses(stem, out_dir)
             name = hypotheses_name(run.name, run.seed, stem)
             scores.setdefault(run.name, {})[run.seed] = run_scores(run.record(), stem, lines, references, name)
