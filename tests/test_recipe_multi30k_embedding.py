@@ -322,3 +322,86 @@ def test_unfinished_runs_are_listed_and_resume_from_their_checkpoint(seeds_run, 
     assert run["curve"][:2] == before and [u for u, _ in run["curve"]] == [2, 4, 6]  # continued, not redone
     assert checkpoint_updates(save_dir / "checkpoint_last.pt") == 6
     assert "to update 6" in capsys.readouterr().out
+
+
+def earlier_folder(seeds_run, tmp_path: Path, seeds: str) -> Path:
+    """A results folder of ``seeds`` only, as the recipe writes it (--report-only)."""
+    recipe, root, argv, _ = seeds_run
+    folder = tmp_path / f"earlier_seeds{seeds.replace(',', '_')}"
+    recipe.main([*argv[:argv.index("--seeds")], "--seeds", seeds, *argv[argv.index("--seeds") + 2:],
+                 "--results", str(folder), "--report-only"])
+    return folder
+
+
+def test_earlier_results_stand_in_for_a_lost_work_directory_and_are_not_trained_again(seeds_run, tmp_path):
+    """Seed 1's work directory gone, its results folder given: the report is the one both seeds'
+    work directories gave, number for number, and seed 1 is not trained again."""
+    recipe, root, argv, _ = seeds_run
+    report = recipe.main([*argv, "--results", str(tmp_path / "both"), "--report-only"])  # as the module left them
+    earlier = earlier_folder(seeds_run, tmp_path, "1")
+    work = root / "work"
+    (work / "seed1").rename(work / "seed1.gone")
+    try:
+        combined = recipe.main([*argv, "--results", str(tmp_path / "combined"), "--earlier-results", str(earlier)])
+        assert not (work / "seed1").exists()
+    finally:
+        (work / "seed1.gone").rename(work / "seed1")
+    for key in ("rows", "summary", "expected"):
+        assert combined[key] == report[key], key
+    assert [(u["name"], u["seed"], u["state"]) for u in combined["unfinished"]] == \
+        [(u["name"], u["seed"], u["state"]) for u in report["unfinished"]]
+    assert json.loads(json.dumps(combined["runs"])) == json.loads(json.dumps(report["runs"]))
+    assert (tmp_path / "combined" / "multi30k_embedding.errors.tsv").read_text() == \
+        (tmp_path / "both" / "multi30k_embedding.errors.tsv").read_text()
+    assert combined["earlier_results"]["runs"] == ["tmde/seed1", "ct_mde/seed1"]
+    markdown = (tmp_path / "combined" / "multi30k_embedding.md").read_text()
+    assert f"Runs reported from an earlier results folder (`--earlier-results {earlier}`" in markdown
+    assert "tmde, seed 1, ct_mde, seed 1" in markdown
+
+
+def test_earlier_results_are_recounted_from_the_kept_retrieval_errors(seeds_run, tmp_path):
+    """A wrong retrieval removed from errors.tsv (its count lowered with it) lowers the reported
+    error: the numbers come from the kept retrievals, not from the JSON's."""
+    recipe, root, argv, _ = seeds_run
+    earlier = earlier_folder(seeds_run, tmp_path, "1,2")
+    tsv = earlier / "multi30k_embedding.errors.tsv"
+    lines = tsv.read_text().splitlines()
+    number, line = next((i, line) for i, line in enumerate(lines) if i and line.split("\t")[5] != "0")
+    fields = line.split("\t")
+    fields[5], fields[7] = str(int(fields[5]) - 1), " ".join(fields[7].split()[1:])
+    lines[number] = "\t".join(fields)
+    tsv.write_text("\n".join(lines) + "\n")
+    report = recipe.main([*argv, "--seeds", "1,2", "--models", "tmde,ct_mde", "--report-only",
+                          "--work", str(tmp_path / "empty_work"), "--results", str(tmp_path / "again"),
+                          "--earlier-results", str(earlier)])
+    row = next(r for r in report["rows"] if (r["model"], str(r["seed"]), r["test_set"], r["src"], r["tgt"])
+               == tuple(fields[:5]))
+    assert row["errors"] == int(fields[5]) and row["error_percent"] == pytest.approx(100 * row["errors"] / row["total"])
+    assert not (tmp_path / "empty_work" / "seed1").exists()
+    assert all("not trained" not in u["state"] for u in report["unfinished"])
+    fields[5] = str(int(fields[5]) + 1)  # a count its list disagrees with
+    lines[number] = "\t".join(fields)
+    tsv.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SystemExit, match=rf"errors.tsv, line {number + 1}: .*errors but .* wrong retrievals listed"):
+        recipe.main([*argv, "--report-only", "--results", str(tmp_path / "again"), "--earlier-results", str(earlier)])
+
+
+def test_earlier_results_of_other_settings_or_without_a_test_set_are_refused(seeds_run, tmp_path):
+    recipe, root, argv, _ = seeds_run
+    earlier = earlier_folder(seeds_run, tmp_path, "1")
+    common = [*argv, "--report-only", "--results", str(tmp_path / "out"), "--earlier-results", str(earlier)]
+    with pytest.raises(SystemExit, match=r"written by runs with other settings \(k 4 there, 5 here\)"):
+        recipe.main([*common, "--k", "5"])
+    with pytest.raises(SystemExit, match=r"precision 'fp32' there, 'amp' here"):
+        recipe.main([*common, "--precision", "amp"])
+    other = []
+    for path in write_tatoeba(root, root / "multi30k"):
+        copy = tmp_path / Path(path).name.replace("tatoeba", "other")
+        copy.write_text(Path(path).read_text())
+        other.append(str(copy))
+    with pytest.raises(SystemExit, match=r"no other.fra-eng results for tmde, seed 1, and its checkpoints are gone"):
+        recipe.main([*common, "--extra-test", *other])
+    with pytest.raises(SystemExit, match=r"no multi30k_embedding.json there"):
+        recipe.main([*argv, "--report-only", "--results", str(tmp_path / "out"), "--earlier-results", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        recipe.main([*argv, "--results", str(earlier), "--earlier-results", str(earlier)])

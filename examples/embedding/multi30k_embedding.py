@@ -13,7 +13,9 @@ Input (never downloaded here): ``data/task1/tok/`` of https://github.com/multi30
 DATA/{train,val,test_2016_flickr}.lc.norm.tok.{en,de,fr,cs}. Every stage is skipped when its output
 exists (a model counts as finished when checkpoints/NAME/run.json exists; an interrupted training
 resumes from its checkpoint_last.pt), so the recipe can be rerun after an interruption or with
-further --models. Results cover every trained model of the seeds' work directories.
+further --models. Results cover every trained model of the seeds' work directories, and with
+``--earlier-results FOLDER`` the runs of a results folder the recipe wrote before, whose work directory
+is gone (embedding_earlier.py): those are reported from their kept retrieval errors, not trained again.
 
     python examples/embedding/multi30k_embedding.py --data multi30k-dataset/data/task1/tok --work work/multi30k
 """
@@ -34,6 +36,7 @@ for directory in (HERE, REPOSITORY):
 
 from multi30k_embedding_data import (EVAL_PAIRS, TRAIN_PAIRS, URL, ExtraTest, RecipeError, check_data,  # noqa: E402
                            check_extra_test, prepare)
+from embedding_earlier import EarlierEmbeddings, read_earlier_results  # noqa: E402
 from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
 from devtools.recipe_tools import read_json  # noqa: E402
 from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
@@ -74,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "Moses-tokenised); repeatable")
     parser.add_argument("--bpe-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--k", type=int, default=4, help="nearest neighbours of the xsim ratio margin (LASER: 4)")
+    parser.add_argument("--earlier-results", metavar="FOLDER",
+                        help="a results folder this recipe wrote before (multi30k_embedding.json and .errors.tsv): "
+                             "its runs are reported with this work directory's, from their kept retrieval errors, and "
+                             "not trained again (for seeds whose work directory is gone); same settings required")
     add_report_only(parser)
     add_run_options(parser, "models and seeds", {"--results": ["--out-dir"], "--no-report": ["--no-eval"]})
     return parser
@@ -102,6 +109,11 @@ def train_one(run: ModelRun, args: argparse.Namespace, prep: dict) -> None:
                                                           args.k, args.device)))
 
 
+def result_settings(args: argparse.Namespace) -> Dict[str, object]:
+    """The settings a results file records, which runs reported together must share."""
+    return {key: getattr(args, key) for key in ("size", "updates", "validate_every", "bpe_vocab", "k")}
+
+
 def train_runs(pending: List[ModelRun], parser: argparse.ArgumentParser, argv: Sequence[str],
                args: argparse.Namespace, prep: dict) -> Dict[str, str]:
     """Train ``pending``, ``--jobs`` at a time, each job the recipe restricted to one model and seed
@@ -126,9 +138,11 @@ def test_rows(run: ModelRun, state: dict, args: argparse.Namespace, prep: dict,
     return [{"model": run.name, "seed": run.seed, "test_set": name, **row} for name, rows in sets for row in rows]
 
 
-def evaluate(args: argparse.Namespace, prep: dict,
-             extra_tests: Sequence[ExtraTest]) -> Tuple[List[dict], Dict[str, Dict[int, dict]]]:
-    """The retrieval rows of every trained model of the seeds, and its run.json ({model: {seed: state}})."""
+def evaluate(args: argparse.Namespace, prep: dict, extra_tests: Sequence[ExtraTest],
+             earlier: Optional[EarlierEmbeddings]) -> Tuple[List[dict], Dict[str, Dict[int, dict]],
+                                                           Optional[EarlierEmbeddings]]:
+    """The retrieval rows of every trained model of the seeds and of the ``earlier`` runs this work
+    directory lacks, their run.json ({model: {seed: state}}), and the earlier runs reported."""
     rows: List[dict] = []
     runs: Dict[str, Dict[int, dict]] = {}
     for seed, work in seed_dirs(args, Path(args.work)):
@@ -139,7 +153,15 @@ def evaluate(args: argparse.Namespace, prep: dict,
                 print(f"== embed and xsim: {name}, seed {seed}", flush=True)
                 rows += test_rows(run, state, args, prep, extra_tests)
                 runs.setdefault(name, {})[seed] = state
-    return rows, runs
+    if earlier is not None:
+        earlier = earlier.without({(name, seed) for name, by_seed in runs.items() for seed in by_seed})
+        rows += earlier.rows
+        for name, by_seed in earlier.runs.items():
+            runs.setdefault(name, {}).update(by_seed)
+        order = list(MODELS)
+        rows.sort(key=lambda row: (row["seed"], order.index(row["model"])))  # stable: directions keep their order
+        runs = {name: dict(sorted(runs[name].items())) for name in order if name in runs}
+    return rows, runs, earlier
 
 
 def unfinished(runs: Dict[str, Dict[int, dict]], requested: Sequence[ModelRun], parser: argparse.ArgumentParser,
@@ -185,6 +207,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     requested = [ModelRun(name, seed, str(work)) for seed, work in seed_dirs(args, Path(args.work))
                  for name in args.models]
     budget = Budget(args.updates, args.validate_every)
+    if args.earlier_results and Path(args.earlier_results).resolve() == results_dir(args, Path(args.work)).resolve():
+        parser.error(f"--results {args.results} is the --earlier-results folder, which the tables are made from; "
+                     f"write them to another folder")
+    earlier: Optional[EarlierEmbeddings] = None
     try:
         counts = check_data(args.data, args.k)
         extra_tests = [check_extra_test(items, args.k) for items in args.extra_test]
@@ -192,6 +218,14 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         if len(set(names)) != len(names) or TEST_SET in names:
             raise RecipeError(f"--extra-test sets are named after their first file: {', '.join(names)}; give files "
                               f"with distinct names (and not {TEST_SET})")
+        if args.earlier_results:
+            try:
+                earlier = read_earlier_results(Path(args.earlier_results), result_settings(args), args.precision,
+                                               [TEST_SET, *names])
+            except ValueError as error:
+                raise RecipeError(str(error)) from None
+            reported = set(earlier.keys())  # reported from their kept results: never trained again
+            requested = [run for run in requested if (run.name, run.seed) not in reported]
         os.makedirs(args.work, exist_ok=True)
         prep = prepare(args.data, args.work, args.bpe_vocab)
         unfinished_runs = [run for run in requested
@@ -209,7 +243,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
             sys.exit(failures_message("multi30k_embedding", failed))
         return {}
     start = time.time()
-    rows, runs = evaluate(args, prep, extra_tests)
+    rows, runs, earlier = evaluate(args, prep, extra_tests, earlier)
     rule, outcome = convergence(runs, args)
     budget_text = (f"at most {args.updates} updates per model, validation every {args.validate_every} updates; the "
                    f"checkpoint of the lowest validation error is tested" if args.validate_every else
@@ -219,10 +253,11 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     report = write_results(results_dir(args, Path(args.work)), header, {
         "rows": rows, "runs": runs, "labels": {name: MODELS[name][0] for name in runs}, "lines": counts,
         "prepare_s": prep["wall_time_s"], "evaluate_s": time.time() - start,
-        "settings": {key: getattr(args, key) for key in ("size", "updates", "validate_every", "bpe_vocab", "k")},
+        "settings": result_settings(args),
         "train_pairs": TRAIN_PAIRS, "unseen": EVAL_PAIRS[0], "test_set": TEST_SET,
         "extra_tests": [{"name": t.name, "langs": list(t.langs), "paths": list(t.paths)} for t in extra_tests],
-        "unfinished": unfinished(runs, requested, parser, argv, args)})
+        "unfinished": unfinished(runs, requested, parser, argv, args),
+        "earlier_results": earlier.as_dict() if earlier is not None and earlier.runs else None})
     if failed:
         sys.exit(failures_message("multi30k_embedding", failed))
     return report

@@ -9,7 +9,7 @@ full attention (T-MDE below T-MDE_F). Errors are xsim as LASER computes it (rati
 error)."""
 import json
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
 from devtools.seed_statistics import direction_verdict, format_mean_sd, mean_sd, t_test
@@ -84,6 +84,17 @@ def run_lines(report: dict) -> List[str]:
     return lines
 
 
+def earlier_lines(earlier: Optional[dict]) -> List[str]:
+    """The paragraph naming the runs taken from an earlier results folder, and how it was made."""
+    if not earlier:
+        return []
+    return [f"Runs reported from an earlier results folder (`--earlier-results {earlier['folder']}`; their work "
+            f"directory is gone, their errors are recounted from its `{STEM}.errors.tsv`): "
+            f"{', '.join(run.replace('/seed', ', seed ') for run in earlier['runs'])}. That folder was written "
+            f"{earlier['date']} on {earlier['machine']}, by `{earlier['command']}`; their wall times are of that "
+            f"machine.", ""]
+
+
 def markdown(report: dict, header: RunHeader) -> str:
     t, settings = report["wall_time_s"], report["settings"]
     lines = ["# Multi30k multilingual embedding (Li 2021, ch. 4)", "", *header.lines(),
@@ -93,7 +104,7 @@ def markdown(report: dict, header: RunHeader) -> str:
              f"- Training pairs: {', '.join(report['train_pairs'])} (pivots en, de); model size `{settings['size']}`",
              f"- xsim: ratio margin, k={settings['k']}, textual error (duplicate sentences count as right)",
              f"- Wall time: preprocessing {t['prepare']:.0f} s, training {t['train']:.0f} s (sum over runs), "
-             f"evaluation {t['evaluate']:.0f} s", "",
+             f"evaluation {t['evaluate']:.0f} s", "", *earlier_lines(report.get("earlier_results")),
              "## Runs", "", *run_lines(report), "",
              f"## Over seeds ({report['test_set']})", "",
              "| model | seeds | mean xsim error % (mean ± sd) | fr↔cs error % (mean ± sd) |", "|---|---|---|---|"]
@@ -162,14 +173,16 @@ def plot(path: Path, report: dict) -> None:
 def write_results(out_dir: Path, header: RunHeader, facts: dict) -> dict:
     """Write ``multi30k_embedding.{md,json,errors.tsv,png}`` into ``out_dir``; returns the JSON report.
     ``facts``: rows, runs ({model: {seed: run.json}}), labels, lines, prepare_s, evaluate_s,
-    settings, train_pairs, unseen, test_set, extra_tests, unfinished."""
+    settings, train_pairs, unseen, test_set, extra_tests, unfinished, earlier_results (None, or the
+    earlier results folder whose runs are reported)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = summaries(facts["rows"], facts["test_set"], facts["unseen"])
     runs = facts["runs"]
     train_s = sum(run["wall_time_s"] for by_seed in runs.values() for run in by_seed.values())
     report = {
         **header.as_dict(),
-        **{key: facts[key] for key in ("lines", "settings", "test_set", "extra_tests", "unfinished", "labels")},
+        **{key: facts[key] for key in ("lines", "settings", "test_set", "extra_tests", "unfinished", "labels",
+                                       "earlier_results")},
         "train_pairs": list(facts["train_pairs"]),
         "wall_time_s": {"prepare": facts["prepare_s"], "train": train_s, "evaluate": facts["evaluate_s"],
                         "total": facts["prepare_s"] + train_s + facts["evaluate_s"]},
