@@ -11,11 +11,10 @@ from typing import Collection, Dict, List, Mapping, Sequence, Tuple
 
 from devtools.machine_facts import MachineFacts
 from devtools.recipe_tools import read_json
-from multi30k_report import STEM
+from multi30k_report import STEM, read_errors_tsv
 
 SUMMARY = f"{STEM}.json"
 ERRORS = f"{STEM}.errors.tsv"
-Key = Tuple[str, int, str, str, str]  # model, seed, test set, source and target language
 
 
 @dataclass
@@ -47,24 +46,6 @@ class EarlierEmbeddings:
                 "runs": [f"{name}/seed{seed}" for name, seed in self.keys()]}
 
 
-def kept_retrievals(path: Path) -> Dict[Key, Tuple[int, List[List[int]]]]:
-    """{(model, seed, test set, src, tgt): (total, wrong retrievals)} of an errors.tsv, each line's
-    count checked against its list. Raises ``ValueError`` naming the line."""
-    kept: Dict[Key, Tuple[int, List[List[int]]]] = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines[1:], start=2):
-        fields = line.split("\t")
-        try:
-            model, seed, test_set, src, tgt, errors, total, wrong = fields
-            pairs = [[int(i) for i in pair.split(">")] for pair in wrong.split()]
-            if len(pairs) != int(errors) or any(len(pair) != 2 for pair in pairs):
-                raise ValueError(f"{errors} errors but {len(pairs)} wrong retrievals listed")
-            kept[(model, int(seed), test_set, src, tgt)] = (int(total), pairs)
-        except ValueError as error:
-            raise ValueError(f"{path}, line {number}: not a line multi30k_report.errors_tsv writes ({error})") from None
-    return kept
-
-
 def read_earlier_results(folder: Path, settings: Mapping[str, object], precision: str,
                          test_sets: Sequence[str]) -> EarlierEmbeddings:
     """The runs of the results folder ``folder``, their rows recomputed from its errors.tsv. Raises
@@ -82,7 +63,7 @@ def read_earlier_results(folder: Path, settings: Mapping[str, object], precision
     if changed:
         raise ValueError(f"{path} was written by runs with other settings ({'; '.join(changed)}); its runs cannot "
                          f"be reported with these")
-    kept = kept_retrievals(folder / ERRORS)
+    kept = read_errors_tsv(folder / ERRORS)
     runs = {name: {int(seed): run for seed, run in by_seed.items()} for name, by_seed in summary["runs"].items()}
     rows = []
     for row in summary["rows"]:

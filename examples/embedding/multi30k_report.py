@@ -9,7 +9,7 @@ full attention (T-MDE below T-MDE_F). Errors are xsim as LASER computes it (rati
 error)."""
 import json
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
 from devtools.seed_statistics import direction_verdict, format_mean_sd, mean_sd, t_test
@@ -69,6 +69,24 @@ def errors_tsv(rows: Sequence[dict]) -> str:
     lines += [f"{r['model']}\t{r['seed']}\t{r['test_set']}\t{r['src']}\t{r['tgt']}\t{r['errors']}\t{r['total']}\t"
               + " ".join(f"{i}>{j}" for i, j in r["wrong"]) for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def read_errors_tsv(path: Path) -> Dict[Tuple[str, int, str, str, str], Tuple[int, List[List[int]]]]:
+    """What :func:`errors_tsv` wrote: {(model, seed, test set, src, tgt): (total, wrong retrievals)},
+    each line's count checked against its list. Raises ``ValueError`` naming the line."""
+    kept: Dict[Tuple[str, int, str, str, str], Tuple[int, List[List[int]]]] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split("\t")
+        try:
+            model, seed, test_set, src, tgt, errors, total, wrong = fields
+            pairs = [[int(i) for i in pair.split(">")] for pair in wrong.split()]
+            if len(pairs) != int(errors) or any(len(pair) != 2 for pair in pairs):
+                raise ValueError(f"{errors} errors but {len(pairs)} wrong retrievals listed")
+            kept[(model, int(seed), test_set, src, tgt)] = (int(total), pairs)
+        except ValueError as error:
+            raise ValueError(f"{path}, line {number}: not a line errors_tsv writes ({error})") from None
+    return kept
 
 
 def run_lines(report: dict) -> List[str]:
