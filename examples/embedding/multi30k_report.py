@@ -71,10 +71,13 @@ def errors_tsv(rows: Sequence[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_errors_tsv(path: Path) -> Dict[Tuple[str, int, str, str, str], Tuple[int, List[List[int]]]]:
+RetrievalKey = Tuple[str, int, str, str, str]  # model, seed, test set, source and target language
+
+
+def read_errors_tsv(path: Path) -> Dict[RetrievalKey, Tuple[int, List[List[int]]]]:
     """What :func:`errors_tsv` wrote: {(model, seed, test set, src, tgt): (total, wrong retrievals)},
     each line's count checked against its list. Raises ``ValueError`` naming the line."""
-    kept: Dict[Tuple[str, int, str, str, str], Tuple[int, List[List[int]]]] = {}
+    kept: Dict[RetrievalKey, Tuple[int, List[List[int]]]] = {}
     lines = path.read_text(encoding="utf-8").splitlines()
     for number, line in enumerate(lines[1:], start=2):
         fields = line.split("\t")
