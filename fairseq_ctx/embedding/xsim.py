@@ -140,24 +140,31 @@ def _exact_search(queries: np.ndarray, keys: np.ndarray, k: int) -> Neighbours:
     return Neighbours(similarities, indices)
 
 
-def best_candidates(forward: Neighbours, backward: Neighbours, margin: str) -> np.ndarray:
-    """The retrieved key row of every query, as LASER's ``_score_knn`` retrieves it.
+def margin_scores(forward: Neighbours, backward: Neighbours, margin: str) -> np.ndarray:
+    """The score (n, k) of every query's candidates, ``forward``'s k nearest keys in its order.
 
-    ``absolute``: the first neighbour of ``forward`` (LASER searches the single nearest key for it).
-    The margins: ``forward`` holds the queries' k nearest keys, ``backward`` the keys' k nearest
-    queries (for the second mean); the score of every candidate is computed in LASER's precision
-    (float32 means and sum, then :data:`MARGIN_TYPE`) and the first best candidate in the listed
-    (faiss's) order is retrieved.
+    ``absolute``: the cosines of ``forward``. The margins: ``backward`` holds the keys' k nearest
+    queries (for the second mean); the scores are computed in LASER's precision (float32 means
+    and sum, then :data:`MARGIN_TYPE`).
     """
     if margin not in MARGINS:
         raise ValueError(f"margin must be one of {', '.join(MARGINS)}, got '{margin}'")
     if margin == "absolute":
-        return forward.indices[:, 0]
+        return forward.similarities
     query_mean = forward.similarities.mean(axis=1)
     key_mean = backward.similarities.mean(axis=1)
     denominator = (query_mean[:, None] + key_mean[forward.indices]).astype(MARGIN_TYPE) / 2
     similarities = forward.similarities.astype(MARGIN_TYPE)
-    scores = similarities / denominator if margin == "ratio" else similarities - denominator
+    return similarities / denominator if margin == "ratio" else similarities - denominator
+
+
+def best_candidates(forward: Neighbours, backward: Neighbours, margin: str) -> np.ndarray:
+    """The retrieved key row of every query, as LASER's ``_score_knn`` retrieves it: the first
+    best candidate of :func:`margin_scores` in the listed (faiss's) order. For ``absolute`` that
+    is the first neighbour of ``forward`` (LASER searches the single nearest key for it)."""
+    if margin == "absolute":
+        return forward.indices[:, 0]
+    scores = margin_scores(forward, backward, margin)
     return forward.indices[np.arange(len(scores)), scores.argmax(axis=1)]
 
 
