@@ -187,8 +187,10 @@ def earlier_lines(earlier: Optional[EarlierResults]) -> List[str]:
     runs = ", ".join(f"{r.name} seed {r.seed}" for r in earlier.runs)
     return [f"Runs reported from an earlier results folder (`--earlier-results {earlier.folder}`; their work directory "
             f"is gone): {runs}. Their scores are computed again from the hypotheses kept there (copied into this "
-            f"table's hypotheses/), their head similarity is the one recorded there. That folder was written on "
-            f"{earlier.date} on {earlier.machine}, by `{earlier.command}`.", ""]
+            f"table's hypotheses/), their head similarity is the one recorded there. That folder was written "
+            f"{earlier.date} on {earlier.machine}, by `{earlier.command}`; their training minutes are of the machines "
+            f"that trained them, which need not be that one (a folder written from earlier results keeps their runs' "
+            f"times, not their machines).", ""]
 
 
 def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]], references: Dict[str, str],

@@ -112,8 +112,9 @@ def earlier_lines(earlier: Optional[dict]) -> List[str]:
     return [f"Runs reported from an earlier results folder (`--earlier-results {earlier['folder']}`; their work "
             f"directory is gone, their errors are recounted from its `{STEM}.errors.tsv`): "
             f"{', '.join(run.replace('/seed', ', seed ') for run in earlier['runs'])}. That folder was written "
-            f"{earlier['date']} on {earlier['machine']}, by `{earlier['command']}`; their wall times are of that "
-            f"machine.", ""]
+            f"{earlier['date']} on {earlier['machine']}, by `{earlier['command']}`; their wall times are of the "
+            f"machines that trained them, which need not be that one (a folder written from earlier results keeps "
+            f"their runs' times, not their machines).", ""]
 
 
 def markdown(report: dict, header: RunHeader) -> str:
