@@ -19,6 +19,9 @@ PRECISION = {("amp", "cpu"): "amp (training under fairseq's --amp: bfloat16 mixe
              ("fp32", "cpu"): "fp32 (float32 throughout)",
              ("fp32", "cuda"): "fp32 (float32 throughout, on the GPU)"}
 PLOT_MISSING = "plot {name} skipped: matplotlib is not installed (" + PLOTS_INSTALL + "); the tables are complete without it"
+EARLIER_TIMES = ("their wall times are of the machines that trained them, which need not be that one (a folder "
+                 "written from earlier results keeps their runs' times, not their machines)")
+"""What a table reporting runs from an earlier results folder says of those runs' wall times."""
 
 
 @dataclass

@@ -163,8 +163,8 @@ def test_faiss_and_exact_search_agree_with_duplicates():
     y[[10, 50, 90]] = y[7]
     x[[20, 60]] = x[3]
     texts = [str(i % 250) for i in range(300)]
-    searched = {search: {"x2y": nearest_neighbours(normalise(x), normalise(y), 4, search),
-                         "y2x": nearest_neighbours(normalise(y), normalise(x), 4, search)}
+    searched = {search: {"x2y": nearest_neighbours(normalise(x, search), normalise(y, search), 4, search),
+                         "y2x": nearest_neighbours(normalise(y, search), normalise(x, search), 4, search)}
                 for search in ("exact", "faiss")}
     for side, queries, keys in (("x2y", x, y), ("y2x", y, x)):
         exact, faiss = searched["exact"][side], searched["faiss"][side]

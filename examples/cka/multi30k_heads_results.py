@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Union
 
-from devtools.recipe_report import unfinished_lines
+from devtools.recipe_report import EARLIER_TIMES, unfinished_lines
 from devtools.seed_statistics import (direction_verdict, mean_sd_text, no_cost_verdict, paired_t_test, power_note,
                                       summary)
 from devtools.train_log import validation_curve
@@ -188,9 +188,7 @@ def earlier_lines(earlier: Optional[EarlierResults]) -> List[str]:
     return [f"Runs reported from an earlier results folder (`--earlier-results {earlier.folder}`; their work directory "
             f"is gone): {runs}. Their scores are computed again from the hypotheses kept there (copied into this "
             f"table's hypotheses/), their head similarity is the one recorded there. That folder was written "
-            f"{earlier.date} on {earlier.machine}, by `{earlier.command}`; their training minutes are of the machines "
-            f"that trained them, which need not be that one (a folder written from earlier results keeps their runs' "
-            f"times, not their machines).", ""]
+            f"{earlier.date} on {earlier.machine}, by `{earlier.command}`; {EARLIER_TIMES}.", ""]
 
 
 def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]], references: Dict[str, str],

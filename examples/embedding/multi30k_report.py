@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
+from devtools.recipe_report import EARLIER_TIMES, RunHeader, plot_if_possible, unfinished_lines
 from devtools.seed_statistics import direction_verdict, format_mean_sd, mean_sd, t_test
 
 STEM = "multi30k_embedding"
@@ -112,9 +112,7 @@ def earlier_lines(earlier: Optional[dict]) -> List[str]:
     return [f"Runs reported from an earlier results folder (`--earlier-results {earlier['folder']}`; their work "
             f"directory is gone, their errors are recounted from its `{STEM}.errors.tsv`): "
             f"{', '.join(run.replace('/seed', ', seed ') for run in earlier['runs'])}. That folder was written "
-            f"{earlier['date']} on {earlier['machine']}, by `{earlier['command']}`; their wall times are of the "
-            f"machines that trained them, which need not be that one (a folder written from earlier results keeps "
-            f"their runs' times, not their machines).", ""]
+            f"{earlier['date']} on {earlier['machine']}, by `{earlier['command']}`; {EARLIER_TIMES}.", ""]
 
 
 def markdown(report: dict, header: RunHeader) -> str:
