@@ -1,15 +1,17 @@
 """What every results file of the real-data recipes states about its runs, in the same words and
-order: date, machine, precision, seeds, budgets, the convergence rule and its outcome, the command
-and the verdict rule at the top; every unfinished run with the command that resumes it at the
-end; plots only where matplotlib is installed."""
+order: date, machine (and any other machine a run's log says it trained on), precision, seeds,
+budgets, the convergence rule and its outcome, the command and the verdict rule at the top; every
+unfinished run with the command that resumes it at the end; plots only where matplotlib is
+installed."""
 import argparse
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from devtools.machine_facts import MachineFacts, this_machine, utc_now
 from devtools.seed_statistics import verdict_rule
+from devtools.train_log import NOT_RECORDED
 from fairseq_ctx.core.plots import PLOTS_INSTALL, plots_available
 
 PRECISION = {("amp", "cpu"): "amp (training under fairseq's --amp: bfloat16 mixed precision on the CPU; decoding "
@@ -40,11 +42,14 @@ class RunHeader:
     device: str = "cpu"
     date: str = field(default_factory=utc_now)
     machine: Dict[str, object] = field(default_factory=dict)
+    trained_on: Dict[str, List[str]] = field(default_factory=dict)
+    """Per run, the machines its training log records (:func:`devtools.train_log.training_machines`)."""
 
     def lines(self) -> List[str]:
         """Markdown bullets, one fact each."""
         return [f"- Date: {self.date}",
                 f"- Machine: {MachineFacts(**self.machine).describe()}; {self.jobs} job(s) side by side",
+                trained_on_line(self.trained_on, MachineFacts(**self.machine).describe()),
                 f"- Precision: {PRECISION[self.precision, self.device]}",
                 f"- Seeds: {', '.join(map(str, self.seeds))}",
                 f"- Budget: {self.budget}",
@@ -57,12 +62,27 @@ class RunHeader:
         return {**asdict(self), "verdict_rule": verdict_rule(self.one_seed)}
 
 
+def trained_on_line(trained_on: Mapping[str, Sequence[str]], machine: str) -> str:
+    """Where the runs trained: the header's ``machine`` unless a run's log records others (a run
+    resumed on another machine, or with other threads), which are named with their runs."""
+    elsewhere: Dict[str, List[str]] = {}
+    for run, machines in trained_on.items():
+        if list(machines) != [machine]:
+            elsewhere.setdefault(" then ".join(machines) or NOT_RECORDED, []).append(run)
+    if not elsewhere:
+        return "- Trained on: the machine above (every run, as its training log records)"
+    return "- Trained on: the machine above, except " + "; ".join(
+        f"{', '.join(runs)}: {machines}" for machines, runs in elsewhere.items())
+
+
 def run_header(args: argparse.Namespace, seeds: Sequence[int], command: str, budget: str, convergence_rule: str,
-               convergence: str, one_seed: Optional[str] = None) -> RunHeader:
+               convergence: str, one_seed: Optional[str] = None,
+               trained_on: Optional[Mapping[str, Sequence[str]]] = None) -> RunHeader:
     """The header of a run started with ``args`` (their ``--precision``, ``--device``, ``--jobs`` and
-    ``--threads``) on this machine now."""
+    ``--threads``) on this machine now; ``trained_on``: per run, the machines its log records."""
     header = RunHeader(command, args.precision, list(seeds), args.jobs, args.threads, budget, convergence_rule,
-                       convergence, device=args.device, machine=this_machine(torch_threads=args.threads).as_dict())
+                       convergence, device=args.device, machine=this_machine(torch_threads=args.threads).as_dict(),
+                       trained_on={run: list(machines) for run, machines in (trained_on or {}).items()})
     if one_seed is not None:
         header.one_seed = one_seed
     return header

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterator, List, Optional
 
 from devtools.in_process_tools import TOOLS, call_tool, restored_logging
+from devtools.machine_facts import this_machine
 
 LOG_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
 
@@ -33,9 +34,13 @@ class Step:
 
 def run(step: Step, record: Optional[Path] = None) -> None:
     """Run ``step`` in this process (:func:`~devtools.in_process_tools.call_tool`), its command line
-    first appended to ``record`` when given. What a tool changes in the process's logging (levels,
-    file handlers) is undone after it."""
-    logging.getLogger(__name__).info("$ %s", step.shell)
+    first appended to ``record`` when given; a training step logs the machine it trains on next
+    (:func:`~devtools.train_log.training_machines` reads it back). What a tool changes in the
+    process's logging (levels, file handlers) is undone after it."""
+    logger = logging.getLogger(__name__)
+    logger.info("$ %s", step.shell)
+    if step.tool == "fairseq-train":
+        logger.info("machine: %s", this_machine().describe())
     if record is not None:
         with open(record, "a", encoding="utf-8") as commands:
             commands.write(step.shell + "\n")

@@ -1,4 +1,4 @@
-"""Validation curves, batch sizes and training time read back from a ``fairseq-train`` text log
+"""Validation curves, batch sizes, training time and machines read back from a ``fairseq-train`` text log
 (``--log-format simple``, with or without logging prefixes), for results tables."""
 import re
 from datetime import datetime
@@ -6,6 +6,8 @@ from typing import Dict, List, Optional
 
 VALIDATION = "valid on 'valid' subset"
 STRETCH_START = "| $ fairseq-train "  # what a recipe logs before each fairseq-train (recipe_tools.run)
+MACHINE_LINE = "| machine: "  # what it logs right after: the machine that stretch trains on
+NOT_RECORDED = "not recorded"
 TIMESTAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \|")
 
 
@@ -55,3 +57,27 @@ def training_seconds(log_text: str) -> float:
             stretches.append([at, at])
         stretches[-1][1] = at
     return sum(end - start for start, end in stretches)
+
+
+def training_machines(log_text: str) -> List[str]:
+    """The machines the training stretches of a recipe's log ran on (each stretch's ``machine:``
+    line after its ``$ fairseq-train`` line), each once, in the order first used; a stretch logged
+    without one (a log written before machines were recorded) counts as :data:`NOT_RECORDED`."""
+    machines: List[str] = []
+    stretch_machine: Optional[str] = None
+    in_stretch = False
+
+    def close() -> None:
+        if in_stretch and (stretch_machine or NOT_RECORDED) not in machines:
+            machines.append(stretch_machine or NOT_RECORDED)
+
+    for line in log_text.splitlines():
+        if STRETCH_START in line:
+            close()
+            in_stretch, stretch_machine = True, None
+        elif MACHINE_LINE in line and in_stretch and stretch_machine is None:
+            stretch_machine = line.split(MACHINE_LINE, 1)[1].strip()
+        elif not in_stretch and TIMESTAMP.match(line):
+            in_stretch = True  # a log that starts without a start line: one stretch, as training_seconds counts it
+    close()
+    return machines

@@ -17,6 +17,7 @@ RECIPE = Path(__file__).resolve().parents[1] / "examples" / "embedding" / "multi
 sys.path.insert(0, str(RECIPE.parent))
 from multi30k_embedding_data import RecipeError  # noqa: E402
 from multi30k_models import Budget, ModelRun, train_args  # noqa: E402
+from devtools.machine_facts import MachineFacts  # noqa: E402
 from devtools.plateau_rule import checkpoint_updates  # noqa: E402
 from devtools.seed_statistics import direction_verdict, t_test  # noqa: E402
 
@@ -116,6 +117,8 @@ def test_results_have_one_row_per_model_and_pair(recipe_run):
             held = summary[better][measure]["1"] < summary[worse][measure]["1"]
             assert check[measure]["verdict"] == f"{'held' if held else 'did not hold'} (one seed, untested)"
     assert saved["machine"]["cpu_cores"] == os.cpu_count() and saved["machine"]["gpu"] == "none"
+    machine = MachineFacts(**saved["machine"]).describe()  # each run's log records the machine it trained on
+    assert saved["trained_on"] == {f"{name} seed 1": [machine] for name in saved["runs"]}
     assert saved["precision"] == "amp" and saved["seeds"] == [1] and saved["unfinished"] == []
     markdown = (results / "multi30k_embedding.md").read_text()
     assert sum(line.startswith("| T-MDE_P (pyramid queries) | ") for line in markdown.splitlines()) == 1 + 1 + 12

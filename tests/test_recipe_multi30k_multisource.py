@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import BIN_DIR
+from devtools.machine_facts import MachineFacts
 from devtools.plateau_rule import BLEU_PLATEAU
 from devtools.recipe_tools import captured_log
 from devtools.seed_statistics import direction_verdict, paired_t_test
@@ -107,6 +108,8 @@ def test_recipe_end_to_end_writes_one_row_per_model_and_pair(recipe, tmp_path):
             assert versus["test"] == "paired bootstrap (one seed)" and versus["t_bleu"]["p"] is None
             assert 0.0 < versus["bootstrap"]["bleu_p"] <= 1.0 and 0.0 < versus["bootstrap"]["chrf_p"] <= 1.0
         assert scores["train_wall_s"] > 0 and scores["eval_wall_s"] > 0
+    machine = MachineFacts(**summary["machine"]).describe()
+    assert summary["trained_on"] == {f"{name} seed 1": [machine] for name in expected}
     # one seed without --seeds: the layout of earlier versions, trained with --amp
     record = json.loads((work / "results" / "serial-fr.json").read_text())
     assert "--amp" in record["train_command"] and record["settings"]["precision"] == "amp"
@@ -122,6 +125,7 @@ def test_recipe_end_to_end_writes_one_row_per_model_and_pair(recipe, tmp_path):
             assert versus["verdict"] == direction_verdict(versus["delta_bleu"]["mean"], versus["bootstrap"]["bleu_p"])
     assert (results / "multi30k_multisource.png").read_bytes()[:4] == b"\x89PNG"
     assert "None: every requested run has all its results." in table
+    assert "- Trained on: the machine above (every run, as its training log records)" in table
     # the data are never written to
     assert sorted(p.name for p in data.iterdir()) == sorted(
         f"{s}.lc.norm.tok.{l}" for s in ("train", "val", "test_2016_flickr") for l in LANGS)

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from devtools.plateau_rule import BLEU_PLATEAU, PlateauRule, checkpoint_updates, train_until_plateau
-from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines, unfinished_run
+from devtools.machine_facts import MachineFacts
+from devtools.recipe_report import RunHeader, plot_if_possible, trained_on_line, unfinished_lines, unfinished_run
 from devtools.recipe_runs import (Job, add_run_options, check_run_options, device_args, edited_argv, job_command,
                                   precision_args,
                                   resume_command, run_jobs, seed_dirs, seed_list)
@@ -132,7 +133,7 @@ def test_device_option_passes_cpu_or_nothing_and_cuda_needs_a_gpu(capsys, monkey
     machine = {"cpu_cores": 16, "cpu": "x", "gpu": "H200", "torch_threads": 1, "torch": "2", "platform": "p"}
     header = RunHeader("c", "amp", [1], 1, 1, "b", "r", "c", device="cuda", machine=machine)
     assert "float16 mixed precision with dynamic loss scaling on the GPU" in "\n".join(header.lines())
-    assert RunHeader("c", "fp32", [1], 1, 1, "b", "r", "c", device="cuda", machine=machine).lines()[2] == \
+    assert RunHeader("c", "fp32", [1], 1, 1, "b", "r", "c", device="cuda", machine=machine).lines()[3] == \
         "- Precision: fp32 (float32 throughout, on the GPU)"
 
 
@@ -181,10 +182,17 @@ def test_results_header_and_unfinished_runs_in_the_same_words():
                                 "platform": "p"})
     lines = header.lines()
     assert [line.split(":")[0] for line in lines] == [
-        "- Date", "- Machine", "- Precision", "- Seeds", "- Budget", "- Convergence rule (fixed before the runs)",
+        "- Date", "- Machine", "- Trained on", "- Precision", "- Seeds", "- Budget", "- Convergence rule (fixed before the runs)",
         "- Convergence", "- Command", "- Verdicts"]
     assert "- Precision: amp (training under fairseq's --amp: bfloat16 mixed precision" in "\n".join(lines)
     assert "- Seeds: 1, 2" in lines and "- Command: `python examples/r.py --seeds 1,2`" in lines
+    here = MachineFacts(**header.machine).describe()
+    assert lines[2] == "- Trained on: the machine above (every run, as its training log records)"
+    assert trained_on_line({"a seed 1": [here], "b seed 1": [here]}, here) == lines[2]
+    assert trained_on_line({"a seed 1": [here], "b seed 1": ["not recorded", here], "b seed 2": ["gpu"],
+                            "c seed 1": ["gpu"], "d seed 1": []}, here) == (
+        "- Trained on: the machine above, except b seed 1: not recorded then " + here + "; b seed 2, c seed 1: gpu; "
+        "d seed 1: not recorded")
     assert header.as_dict()["verdict_rule"].endswith("With one seed the point estimate decides, marked untested.")
     assert unfinished_lines([])[-1] == "None: every requested run has all its results."
     item = unfinished_run("tmde", 2, "not trained yet", "python r.py --seeds 2 --models tmde")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from devtools.machine_facts import MachineFacts
 from devtools.recipe_runs import job_command
 from devtools.seed_statistics import direction_verdict, t_test
 from fairseq_ctx.context.contrastive.scat import read_marked_context
@@ -136,6 +137,10 @@ def test_stage_two_starts_from_the_best_stage_one_checkpoint_per_seed(recipe_run
     for row in result["rows"][1:]:
         assert row["updates"] == 1 and row["sentences_per_update"] == 8  # the same sentences per update
         assert [u for u, _ in row["valid_loss"]] == [1]
+    machine = MachineFacts(**result["machine"]).describe()
+    assert all(row["trained_on"] == [machine] for row in result["rows"])  # each run's log records its machine
+    assert "- Trained on: the machine above (every run, as its training log records)" in \
+        (work / "results-tables" / "scat_en_fr.md").read_text()
 
 
 def test_cxmi_contrastive_and_scores_are_kept_per_run_and_seed(recipe_run):

@@ -1,7 +1,8 @@
-"""Curves, batch sizes and training time read back from fairseq-train logs (devtools.train_log)."""
+"""Curves, batch sizes, training time and machines read back from fairseq-train logs (devtools.train_log)."""
 import pytest
 
-from devtools.train_log import sentences_per_update, training_seconds, validation_curve
+from devtools.train_log import (NOT_RECORDED, sentences_per_update, training_machines, training_seconds,
+                                validation_curve)
 
 # a run of 400 updates stopped in epoch 2 and resumed to 444 (the end of epoch 2), as fairseq logs it
 LOG = """\
@@ -48,3 +49,18 @@ def test_training_time_adds_every_stretch_of_a_resumed_run_and_not_the_time_betw
     assert training_seconds(first_stretch) == pytest.approx(40.0)
     assert training_seconds(first_stretch.split("\n", 1)[1]) == pytest.approx(10.234)  # no start line: one stretch
     assert training_seconds(LOG) == 0.0  # fairseq's own lines without logging prefixes: no time to read
+
+
+def test_training_machines_name_each_stretch_s_machine_once_and_stretches_without_one():
+    def stretch(machine):
+        start = "2026-11-27 16:03:49,234 | INFO | devtools.recipe_tools | $ fairseq-train data-bin --arch transformer\n"
+        line = f"2026-11-27 16:03:49,240 | INFO | devtools.recipe_tools | machine: {machine}\n" if machine else ""
+        return start + line + "2026-11-27 16:04:19,000 | INFO | train_inner | epoch 001:    50 / 454 num_updates=50\n"
+
+    two_cores, gpu = "2 CPU cores (AMD EPYC), 1 torch thread(s); GPU: none", "16 CPU cores (x); GPU: H200"
+    assert training_machines(stretch(two_cores) * 2) == [two_cores]
+    assert training_machines(stretch(two_cores) + stretch(gpu) + stretch(two_cores)) == [two_cores, gpu]
+    assert training_machines(RESUMED) == [NOT_RECORDED]  # logged before machines were recorded
+    assert training_machines(RESUMED + stretch(gpu)) == [NOT_RECORDED, gpu]
+    assert training_machines(RESUMED.split("\n", 1)[1]) == [NOT_RECORDED]  # no start line: one stretch
+    assert training_machines("") == [] and training_machines(LOG) == []

@@ -197,7 +197,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                   f"every {args.validate_every} updates; the checkpoint of the best validation BLEU is tested and "
                   f"analysed")
         references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
-        run_info = {**invocation.describe(data_steps, budget, ONE_SEED),
+        run_info = {**invocation.describe(data_steps, budget, table.trained, ONE_SEED),
                     "analysis": analysis_settings_of(args)}
         kept = None if earlier is None else earlier.without({(r.name, r.seed) for r in table.trained})
         return write_results(table, context.results, run_info, references, heads_dir, kept)

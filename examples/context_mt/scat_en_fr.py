@@ -51,8 +51,8 @@ from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_r
                                   check_run_options, device_args, failures_message, job_command, log_to_stdout,
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option,
                                   single_seed)
-from devtools.recipe_tools import Step, run  # noqa: E402
-from devtools.train_log import validation_curve  # noqa: E402
+from devtools.recipe_tools import Step, captured_log, run  # noqa: E402
+from devtools.train_log import NOT_RECORDED, training_machines, validation_curve  # noqa: E402
 from scat_evaluation import evaluate  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
 
@@ -154,7 +154,7 @@ class Recipe:
             *batch_args(name, a), "--max-update", str(updates), "--seed", str(seed),
             "--save-dir", str(out / "checkpoints"), "--no-epoch-checkpoints", "--num-workers", "0",
             "--skip-invalid-size-inputs-valid-test", "--log-format", "simple", "--log-interval", str(a.log_interval),
-            "--validate-interval-updates", str(a.validate_every), "--log-file", str(out / "train.log"),
+            "--validate-interval-updates", str(a.validate_every),
             *device_args(a.device), *precision_args(a.precision),
             *(self.stage_one_validation() if name == SENTENCE else [])]
 
@@ -166,11 +166,13 @@ class Recipe:
                 "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric"]
 
     def timed_train(self, out: Path, args: List[str]) -> None:
-        """fairseq-train, its wall time added to ``out/train.seconds`` (an interrupted session's too)."""
+        """fairseq-train, its log appended to ``out/train.log`` (with the machine it trains on), its
+        wall time added to ``out/train.seconds`` (an interrupted session's too)."""
         out.mkdir(parents=True, exist_ok=True)
         started, spent = time.time(), out / "train.seconds"
         try:
-            self.run("fairseq-train", args)
+            with captured_log(out / "train.log"):
+                self.run("fairseq-train", args)
         finally:
             earlier = float(spent.read_text()) if spent.exists() else 0.0
             spent.write_text(f"{earlier + time.time() - started:.1f}")
@@ -191,6 +193,7 @@ class Recipe:
             return json.loads(result_file.read_text())
         result = {"model": SENTENCE, "seed": single_seed(a), "arch": "transformer", "context_size": 0, "target_context_size": 0,
                   **state, "train_seconds": float((out / "train.seconds").read_text()),
+                  "trained_on": training_machines((out / "train.log").read_text()),
                   **evaluate(self, out, out / "checkpoints" / "checkpoint_best.pt", "transformer", 0, 0)}
         result_file.write_text(json.dumps(result, indent=2))
         return result
@@ -255,6 +258,7 @@ class Recipe:
                   "target_context_size": target_context_size, "coword_dropout": coword_rate(name, a),
                   **json.loads((out / "train.json").read_text()),
                   "train_seconds": float((out / "train.seconds").read_text()),
+                  "trained_on": training_machines((out / "train.log").read_text()),
                   **evaluate(self, out, out / "checkpoints" / "checkpoint_last.pt", arch, context_size,
                              target_context_size)}
         (out / "result.json").write_text(json.dumps(result, indent=2))
@@ -400,7 +404,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                   f"{args.context_updates} updates of "
                   + (f"{args.context_batch_size} sentences" if args.context_batch_size else
                      f"{args.max_tokens} tokens (context tokens included)") + " per model")
-        header = run_header(args, seeds, shlex.join(["python", SCRIPT, *argv]), budget, rule, outcome)
+        header = run_header(args, seeds, shlex.join(["python", SCRIPT, *argv]), budget, rule, outcome,
+                            trained_on={scat_results.run_name(row): row.get("trained_on", [NOT_RECORDED])
+                                        for row in rows})
         scat_results.write(rows, header, {
             "settings": {k: v for k, v in vars(args).items()
                          if k not in ("models", "seeds", "results", "restart", "no_report", "precision", "device",

@@ -39,6 +39,7 @@ from multi30k_embedding_data import (EVAL_PAIRS, TRAIN_PAIRS, URL, ExtraTest, Re
 from embedding_earlier import EarlierEmbeddings, read_earlier_results  # noqa: E402
 from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
 from devtools.recipe_tools import read_json  # noqa: E402
+from devtools.train_log import NOT_RECORDED  # noqa: E402
 from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
                                   check_run_options, failures_message, job_command, log_to_stdout, results_dir,
                                   resume_command, run_jobs, seed_dirs, seed_option)
@@ -249,7 +250,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                    f"checkpoint of the lowest validation error is tested" if args.validate_every else
                    f"{args.updates} updates per model; the last checkpoint is tested")
     header = run_header(args, [seed for seed, _ in seed_dirs(args, Path(args.work))],
-                        shlex.join(["python", SCRIPT, *argv]), budget_text, rule, outcome)
+                        shlex.join(["python", SCRIPT, *argv]), budget_text, rule, outcome,
+                        trained_on={f"{name} seed {seed}": state.get("trained_on", [NOT_RECORDED])
+                                    for name, by_seed in runs.items() for seed, state in by_seed.items()})
     report = write_results(results_dir(args, Path(args.work)), header, {
         "rows": rows, "runs": runs, "labels": {name: MODELS[name][0] for name in runs}, "lines": counts,
         "prepare_s": prep["wall_time_s"], "evaluate_s": time.time() - start,

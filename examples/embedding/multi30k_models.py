@@ -14,6 +14,7 @@ from typing import Callable, List, Sequence, Tuple
 from devtools.plateau_rule import PlateauRule, checkpoint_updates, train_until_plateau
 from devtools.recipe_runs import device_args, precision_args
 from devtools.recipe_tools import Step, captured_log, read_json, run, write_json
+from devtools.train_log import training_machines
 from multi30k_embedding_data import TRAIN_PAIRS, RecipeError
 
 # Model name -> (label, arch, criterion). Same updates, batches and optimiser for all.
@@ -127,6 +128,13 @@ class ModelRun:
         self.progress_path = os.path.join(self.save_dir, "progress.json")
         self.log_path = os.path.join(work, f"train.{name}.log")
 
+    def trained_on(self) -> List[str]:
+        """The machines its training log records (none before it has one)."""
+        if not os.path.exists(self.log_path):
+            return []
+        with open(self.log_path, encoding="utf-8") as log:
+            return training_machines(log.read())
+
     def args(self, data_bin: str, size: str, updates: int, precision: str, device: str) -> List[str]:
         return train_args(self.name, data_bin, self.save_dir, size, updates, self.seed, precision, device)
 
@@ -185,7 +193,7 @@ class ModelRun:
         args = self.args(data_bin, size, self.updates_done(), precision, device)
         state = {"args": args, "command": Step("fairseq-train", args).shell, "updates": self.updates_done(),
                  "size": size, "precision": precision, "wall_time_s": progress["wall_time_s"],
-                 "cpu_time_s": progress["cpu_time_s"],
+                 "cpu_time_s": progress["cpu_time_s"], "trained_on": self.trained_on(),
                  "validate_every": budget.every, "stopped": stopped, "convergence": convergence,
                  "curve": progress["curve"], "checkpoint": checkpoint}
         write_json(self.run_path, state)

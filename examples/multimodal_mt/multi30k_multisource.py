@@ -43,7 +43,7 @@ from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_r
                                   check_run_options, device_args, failures_message, job_command, log_to_stdout,
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option)
 from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
-from devtools.train_log import training_seconds, validation_curve  # noqa: E402
+from devtools.train_log import NOT_RECORDED, training_machines, training_seconds, validation_curve  # noqa: E402
 from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
 from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, check_data, data_file, parse_test_sets,  # noqa: E402
                            prepare, split_name)
@@ -223,6 +223,7 @@ def finish_model(model_run: ModelRun) -> None:
         record = {"name": model_run.name, "strategy": model.strategy, "second_source": model.extra, "pair": model.pair,
                   "seed": model_run.seed, "updates": model_run.args.max_update,
                   "valid_bleu": validation_curve(log, "bleu"), "train_wall_s": training_seconds(log),
+                  "trained_on": training_machines(log),
                   "train_command": train.shell,
                   "settings": model_run.settings, "test_sets": {}}
         continued = continuation_of(model_run)
@@ -286,14 +287,17 @@ class Invocation:
         """The command of the job doing the run that ``options`` select."""
         return job_command(self.parser, self.script, self.argv, options, drop=["--report-only"])
 
-    def describe(self, data_steps: Sequence[Step], budget: str, one_seed: str = ONE_SEED) -> Dict[str, object]:
-        """The header (its convergence outcome is the results writer's to fill in), sizes, test
-        sets and settings, for the results files; ``one_seed``: what decides a verdict with one seed."""
+    def describe(self, data_steps: Sequence[Step], budget: str, trained: Sequence[ModelRun],
+                 one_seed: str = ONE_SEED) -> Dict[str, object]:
+        """The header (its convergence outcome is the results writer's to fill in; the machines the
+        ``trained`` runs' logs record), sizes, test sets and settings, for the results files;
+        ``one_seed``: what decides a verdict with one seed."""
         args, context = self.args, self.context
         first_seed = context.seeds[0][0]
         rule = BLEU_PLATEAU.describe(args.validate_every, args.max_update, stops=False)
+        trained_on = {f"{r.name} seed {r.seed}": r.record().get("trained_on", [NOT_RECORDED]) for r in trained}
         header = run_header(args, [seed for seed, _ in context.seeds], shlex.join(["python", self.script, *self.argv]),
-                            budget, rule, "", one_seed)
+                            budget, rule, "", one_seed, trained_on)
         return {"header": header,
                 "this_invocation_wall_s": time.time() - self.start, "sentences": context.counts,
                 "test_sets": context.test_sets,
@@ -361,7 +365,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         budget = (f"{args.max_update} updates of {args.batch_size} sentences per model, greedy validation BLEU every "
                   f"{args.validate_every} updates; the checkpoint of the best validation BLEU is tested")
         references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
-        return write_results(table, context.results, invocation.describe(data_steps, budget), references)
+        return write_results(table, context.results, invocation.describe(data_steps, budget, table.trained), references)
 
     runs = [model_run(model, seed, directory) for seed, directory in context.seeds for model in models]
     run_and_report(invocation, runs, pairs, options, found, write)
