@@ -309,6 +309,9 @@ def test_a_run_of_the_one_seed_layout_is_picked_up_by_seeds_and_resumed(recipe, 
         "bleu": 1.0, "chrf": 2.0, "bleu_signature": "", "chrf_signature": "", "valid_bleu": [[20, 1.0], [40, 2.0]],
         "train_wall_s": 5.0, "eval_wall_s": 1.0, "commands": ["fairseq-train ...", "fairseq-generate ..."],
         "settings": earlier}))
+    (seed3 / "checkpoints" / "serial-fr").mkdir()  # serial-fr, seed 3: interrupted (its checkpoint, no record)
+    shutil.copyfile(seeded.work / "seed1" / "checkpoints" / "serial-fr" / "checkpoint_last.pt",
+                    seed3 / "checkpoints" / "serial-fr" / "checkpoint_last.pt")
     args = [*seeded.args]
     args[args.index("--work") + 1] = str(work)
     out = tmp_path / "tables"
@@ -323,11 +326,13 @@ def test_a_run_of_the_one_seed_layout_is_picked_up_by_seeds_and_resumed(recipe, 
     unfinished = {(u["name"], u["seed"]): u for u in summary["unfinished"]}
     assert unfinished.keys() == {("text-only", 3), ("serial-fr", 3)}
     assert unfinished[("text-only", 3)]["state"] == f"missing: {EXTRA_TEST}"
-    assert unfinished[("serial-fr", 3)]["state"] == "missing: training"
+    assert unfinished[("serial-fr", 3)]["state"] == \
+        "missing: training (interrupted at update 40 of 40; resumes from checkpoint_last.pt)"
     command = unfinished[("text-only", 3)]["command"]
     assert command.endswith("--seeds 3 --models text-only --pairs fr") and "--report-only" not in command
     assert f"`{command}`" in (out / "multi30k_multisource.md").read_text()
-    assert not (seed3 / "checkpoints" / "serial-fr").exists()  # a report trains nothing
+    assert [p.name for p in (seed3 / "checkpoints" / "serial-fr").iterdir()] == ["checkpoint_last.pt"]
+    assert not (seed3 / "results" / "serial-fr.json").exists()  # a report trains nothing
 
     recipe.main(command.split()[2:])  # the listed command, as a reader would run it
     record = json.loads((seed3 / "results" / "text-only.json").read_text())

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from devtools.plateau_rule import checkpoint_updates
 from devtools.recipe_report import unfinished_run
 from devtools.recipe_tools import read_json
 from multi30k_data import DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET
@@ -102,10 +103,13 @@ def decoded_test_sets(record: dict) -> Dict[str, dict]:
 
 
 def missing_work(model_run: ModelRun) -> List[str]:
-    """What a run still lacks: ``["training"]``, or the test sets it has not been decoded on."""
+    """What a run still lacks: its training (with the update its last checkpoint reached, if it has
+    one), or the test sets it has not been decoded on."""
     record = model_run.record()
     if record is None:
-        return ["training"]
+        done = checkpoint_updates(model_run.checkpoint_dir / "checkpoint_last.pt")
+        return [f"training (interrupted at update {done} of {model_run.args.max_update}; resumes from "
+                f"checkpoint_last.pt)" if done else "training"]
     return [stem for stem in model_run.test_sets if stem not in decoded_test_sets(record)]
 
 
