@@ -201,7 +201,8 @@ def plot(rows: List[dict], convergence_rows: List[dict], path: Path) -> None:
                         linestyle="--" if row["second_source"] is None else "-")
     curves.set_xlabel("updates")
     curves.set_ylabel("validation BLEU (greedy)")
-    curves.legend(fontsize=7, ncol=2)
+    if curves.get_legend_handles_labels()[0]:  # a table written before any run has a curve has no legend
+        curves.legend(fontsize=7, ncol=2)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
