@@ -43,41 +43,38 @@ def sentences_per_update(log_text: str) -> Optional[float]:
     return sum(epochs[end] * weight for end, weight in zip(ends, weights)) / sum(weights)
 
 
-def training_seconds(log_text: str) -> float:
-    """Wall seconds of every training stretch in a recipe's log (an interrupted and resumed run has
-    several): each from its ``$ fairseq-train`` line to its last timestamped line, so a stretch cut
-    off counts up to its last logged line; a log without such lines is one stretch."""
-    stretches: List[List[float]] = []
+def training_stretches(log_text: str) -> List[List[str]]:
+    """The timestamped lines of each training stretch in a recipe's log (an interrupted and resumed
+    run has several), each stretch from its ``$ fairseq-train`` line on; a log without such lines
+    is one stretch."""
+    stretches: List[List[str]] = []
     for line in log_text.splitlines():
-        stamp = TIMESTAMP.match(line)
-        if stamp is None:
+        if TIMESTAMP.match(line) is None:
             continue
-        at = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(stamp.group(2)) / 1000
         if STRETCH_START in line or not stretches:
-            stretches.append([at, at])
-        stretches[-1][1] = at
-    return sum(end - start for start, end in stretches)
+            stretches.append([])
+        stretches[-1].append(line)
+    return stretches
+
+
+def training_seconds(log_text: str) -> float:
+    """Wall seconds of every training stretch (:func:`training_stretches`): each from its first to
+    its last timestamped line, so a stretch cut off counts up to its last logged line."""
+    def at(line: str) -> float:
+        stamp = TIMESTAMP.match(line)
+        return datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(stamp.group(2)) / 1000
+
+    return sum(at(lines[-1]) - at(lines[0]) for lines in training_stretches(log_text))
 
 
 def training_machines(log_text: str) -> List[str]:
-    """The machines the training stretches of a recipe's log ran on (each stretch's ``machine:``
-    line after its ``$ fairseq-train`` line), each once, in the order first used; a stretch logged
-    without one (a log written before machines were recorded) counts as :data:`NOT_RECORDED`."""
+    """The machines the training stretches (:func:`training_stretches`) ran on, each once, in the
+    order first used: a stretch's ``machine:`` line, logged right after its ``$ fairseq-train``
+    line; a stretch without one (logged before machines were recorded) counts as :data:`NOT_RECORDED`."""
     machines: List[str] = []
-    stretch_machine: Optional[str] = None
-    in_stretch = False
-
-    def close() -> None:
-        if in_stretch and (stretch_machine or NOT_RECORDED) not in machines:
-            machines.append(stretch_machine or NOT_RECORDED)
-
-    for line in log_text.splitlines():
-        if STRETCH_START in line:
-            close()
-            in_stretch, stretch_machine = True, None
-        elif MACHINE_LINE in line and in_stretch and stretch_machine is None:
-            stretch_machine = line.split(MACHINE_LINE, 1)[1].strip()
-        elif not in_stretch and TIMESTAMP.match(line):
-            in_stretch = True  # a log that starts without a start line: one stretch, as training_seconds counts it
-    close()
+    for lines in training_stretches(log_text):
+        machine = next((line.split(MACHINE_LINE, 1)[1].strip() for line in lines if MACHINE_LINE in line),
+                       NOT_RECORDED)
+        if machine not in machines:
+            machines.append(machine)
     return machines
