@@ -1,7 +1,9 @@
-"""The command-line tools: fast ``--help`` (no torch/fairseq imported), registration with fairseq
-in every import order, quiet logs, the checkpoint convention (positional checkpoint, --data,
---cpu, the --path alias), the sentencepiece helper and the progress bar."""
+"""The command-line tools: fast ``--help`` (no torch/fairseq imported), a help text and the shown
+default for every option, registration with fairseq in every import order, quiet logs, the
+checkpoint convention (positional checkpoint, --data, --cpu, the --path alias), the sentencepiece
+helper and the progress bar."""
 import argparse
+import importlib
 import io
 import re
 import subprocess
@@ -13,7 +15,7 @@ import pytest
 
 from conftest import USER_DIR
 from devtools.arch_matrix import plugin_archs
-from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args
+from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args, tool_parser
 from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 from fairseq_ctx.core.tool_loading import resolve_checkpoint
@@ -56,6 +58,96 @@ def test_help_is_fast_and_imports_neither_torch_nor_fairseq(name, module):
     assert "usage:" in result.stdout
     assert result.stderr.strip().splitlines()[-1] == "LOADED []", result.stderr
     assert min(elapsed) < HELP_SECONDS, f"{name} --help took {min(elapsed):.2f} s"
+
+
+class ParserBuilt(Exception):
+    """Raised in place of parsing the command line; carries the tool's parser."""
+
+
+def built_parser(module: str, monkeypatch) -> tuple:
+    """The parser a tool's ``main`` builds (stopped at its first parse, nothing run), and the options
+    this package added to it: those whose ``add_argument`` was called from a ``fairseq_ctx`` module.
+    Options fairseq's own code adds (its generation parser, ``gen_parser_from_dataclass``) come from
+    ``fairseq.*`` modules and are left to fairseq; no tool builds on them today (``--help`` imports
+    no fairseq, above), ``fairseq-ctx-adversarial`` hands the options it does not know to
+    fairseq-generate as text."""
+    callers = {}
+    add_argument = argparse._ActionsContainer.add_argument
+
+    def recording_add_argument(self, *args, **kwargs):
+        action = add_argument(self, *args, **kwargs)
+        callers[action] = sys._getframe(1).f_globals.get("__name__", "")
+        return action
+
+    def stop(self, *args, **kwargs):
+        raise ParserBuilt(self)
+
+    monkeypatch.setattr(argparse._ActionsContainer, "add_argument", recording_add_argument)
+    for method in ("parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"):
+        monkeypatch.setattr(argparse.ArgumentParser, method, stop)
+    with pytest.raises(ParserBuilt) as built:
+        importlib.import_module(module).main([])
+    parser = built.value.args[0]
+    own = [action for action in parser._actions
+           if callers.get(action, "").startswith("fairseq_ctx.") and not isinstance(action, argparse._HelpAction)]
+    return parser, own
+
+
+def option_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """The option's entry in the tool's ``--help``, with the tool's formatter, on one line."""
+    formatter = parser.formatter_class(prog=parser.prog, width=100_000)  # no wrapping inside a default
+    formatter.add_argument(action)
+    return " ".join(formatter.format_help().split())
+
+
+def expected_default(default) -> "str | None":
+    """The text ``(default: ...)`` must hold; None where any text will do (an empty default)."""
+    if isinstance(default, (list, tuple)):
+        return " ".join(str(item) for item in default) or None
+    return str(default) if default != "" else None
+
+
+@pytest.mark.parametrize("name,module", TOOLS, ids=[name for name, _ in TOOLS])
+def test_every_option_has_help_and_shows_its_default(name, module, monkeypatch):
+    """Every option (positional arguments too, -h/--help aside) says what it means, and one with a
+    default to show (not None, not a flag's False) shows it once, ``(default: VALUE)`` -- the
+    formatter's, not a second one written by hand."""
+    parser, own = built_parser(module, monkeypatch)
+    assert own, f"{name}: no option found"
+    problems = []
+    for action in own:
+        option = "/".join(action.option_strings) or action.dest
+        if not action.help or action.help is argparse.SUPPRESS or not action.help.strip():
+            problems.append(f"{option} has no help text")
+        default = action.default
+        if default is None or default is False or default is argparse.SUPPRESS:
+            continue
+        text = option_help(parser, action)
+        shown = re.findall(r"\(default: (.*?)\)", text)
+        expected = expected_default(default)
+        if text.count("(default") != 1 or len(shown) != 1:
+            problems.append(f"{option} (default {default!r}) shows {text.count('(default')} defaults: {text}")
+        elif expected is not None and shown[0] != expected:
+            problems.append(f"{option} shows (default: {shown[0]}), its default is {expected}")
+    assert not problems, f"{name}: " + "; ".join(problems)
+
+
+def test_tool_help_formatter_shows_defaults_but_not_absent_ones():
+    parser = tool_parser("Usage notes.\n\n    an indented example line")
+    parser.add_argument("--zero", type=float, default=0, help="zero is a default to show")
+    parser.add_argument("--share", default="5%", help="a percent sign")
+    parser.add_argument("--empty", default="", help="empty string")
+    parser.add_argument("--files", nargs="*", default=[], help="no files")
+    parser.add_argument("--flag", action="store_true", help="off unless given")
+    parser.add_argument("--unset", help="not given")
+    parser.add_argument("--own", default=3, help="placed by hand: %(default)s")
+    text = " ".join(parser.format_help().split())
+    assert "    an indented example line" in parser.format_help()  # the description keeps its layout
+    for shown in ("zero is a default to show (default: 0)", "a percent sign (default: 5%)",
+                  "empty string (default: '')", "no files (default: none)",
+                  "off unless given --unset UNSET not given --own OWN placed by hand: 3"):
+        assert shown in text, text
+    assert text.endswith("placed by hand: 3"), text
 
 
 REGISTRATION_REPORT = """

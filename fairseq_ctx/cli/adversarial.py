@@ -11,34 +11,44 @@ Example:
     fairseq-ctx-adversarial checkpoints/hier --data data-bin --feature-inputs img --key data-bin/test.key
     fairseq-ctx-adversarial DATA --path CHECKPOINT --feature-inputs img   (old form, still accepted)
 """
-import argparse
 import json
 import os
 import sys
 
 from fairseq_ctx.cli.tool_args import (add_checkpoint_args, checkpoint_inputs, refuse_bad_generation, refuse_below_one,
-                                      refuse_overwriting, resolve_checkpoint_args)
+                                      refuse_overwriting, resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-adversarial"
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     add_checkpoint_args(parser, data_help="data directory of --task multimodal_translation", path_alias=True)
-    parser.add_argument("--user-dir", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    parser.add_argument("--gen-subset", default="test")
-    parser.add_argument("--feature-inputs", default="")
-    parser.add_argument("--extra-source-langs", default="")
-    parser.add_argument("--extra-source-dict", default="shared")
-    parser.add_argument("-s", "--source-lang")
-    parser.add_argument("-t", "--target-lang", help="needed to find an extra source's binaries when the data "
-                        "directory holds several {split}.{lang}-{tgt}.{lang} pairs")
+    parser.add_argument("--user-dir", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        help="plugin directory handed to fairseq-generate --user-dir")
+    parser.add_argument("--gen-subset", default="test",
+                        help="split of --data decoded unchanged and with each input shuffled (fairseq-generate "
+                             "--gen-subset)")
+    parser.add_argument("--feature-inputs", default="",
+                        help="comma-separated dense inputs the model was trained with, {split}.{name}.npy in --data "
+                             "(the task's --feature-inputs, e.g. img); empty: none")
+    parser.add_argument("--extra-source-langs", default="",
+                        help="comma-separated extra source languages the model was trained with, binarized as "
+                             "{split}.{lang}-{tgt}.{lang} in --data (the task's --extra-source-langs); empty: none")
+    parser.add_argument("--extra-source-dict", default="shared",
+                        help="dictionary of the extra sources, as in training: 'shared' (the source dictionary) or "
+                             "'own' (dict.{lang}.txt in --data)")
+    parser.add_argument("-s", "--source-lang", help="source language, handed to fairseq-generate; needed when --data "
+                        "holds several language pairs (else fairseq infers it from the file names)")
+    parser.add_argument("-t", "--target-lang", help="target language, handed to fairseq-generate; needed to find an "
+                        "extra source's binaries when --data holds several {split}.{lang}-{tgt}.{lang} pairs")
     parser.add_argument("--shuffle", help="comma-separated inputs to shuffle (default: every auxiliary input)")
     parser.add_argument("--key", help="answer key (expected|alternatives per line) for the ambiguous-word accuracy")
-    parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--beam", type=int, default=5, help="beam size of fairseq-generate (1: greedy search)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch of fairseq-generate")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seed of the random permutations that shuffle the inputs across the split")
     parser.add_argument("--json", help="also write the results to this file")
     args, extra = parser.parse_known_args(argv)
     resolve_checkpoint_args(parser, args, data_required=True)

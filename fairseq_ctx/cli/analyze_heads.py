@@ -30,6 +30,7 @@ from fairseq_ctx.cli.tool_args import (
     checkpoint_path,
     refuse_overwriting,
     resolve_checkpoint_args,
+    tool_parser,
 )
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
@@ -38,13 +39,18 @@ TRANSLATION_TASKS = ("context_translation", "multimodal_translation", "translati
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     add_checkpoint_args(parser, data_help="fairseq data-bin directory the checkpoint was trained on", path_alias=True)
     parser.add_argument("--compare-path", help="second checkpoint: layer × layer CKA/SVCCA against the first")
-    parser.add_argument("--split", default="valid")
+    parser.add_argument("--split", default="valid",
+                        help="binarized split of --data whose sentences are run through the model, teacher-forced")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
-    parser.add_argument("--max-positions", type=int, default=2000, help="query positions collected per module")
-    parser.add_argument("--output-dir", required=True)
+    parser.add_argument("--max-positions", type=int, default=2000,
+                        help="most query positions (non-padding tokens) collected per attention module; at "
+                             "least 2")
+    parser.add_argument("--output-dir", required=True,
+                        help="directory for heads.csv, heads.json, heads_TAG.png (and with --compare-path "
+                             "layers.csv, layers.json, layers_KIND.png); created when missing")
     parser.add_argument("--tag", default="model", help="name of the checkpoint in tables and file names")
     parser.add_argument("--compare-tag", default="other", help="name of --compare-path")
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), data_required=True)

@@ -14,27 +14,36 @@ Example:
     fairseq-ctx-attention-plot checkpoints/hier --data data-bin --feature-inputs img --out attention
     fairseq-ctx-attention-plot DATA --path CHECKPOINT --feature-inputs img   (old form, still accepted)
 """
-import argparse
 import json
 import os
 import sys
 
-from fairseq_ctx.cli.tool_args import add_checkpoint_args, checkpoint_inputs, refuse_overwriting, resolve_checkpoint_args
+from fairseq_ctx.cli.tool_args import (add_checkpoint_args, checkpoint_inputs, refuse_overwriting,
+                                      resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-attention-plot"
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     add_checkpoint_args(parser, data_help="data directory of --task multimodal_translation", path_alias=True)
-    parser.add_argument("--gen-subset", default="test")
-    parser.add_argument("--feature-inputs", default="")
-    parser.add_argument("--extra-source-langs", default="")
-    parser.add_argument("--extra-source-dict", default="shared")
-    parser.add_argument("--sentences", default="0,1,2", help="comma-separated sentence ids of the subset")
-    parser.add_argument("--layer", type=int, default=-1, help="decoder layer (default: last)")
-    parser.add_argument("--out", default="attention", help="writes OUT.png and OUT.json")
+    parser.add_argument("--gen-subset", default="test", help="binarized split of --data the sentences are taken from")
+    parser.add_argument("--feature-inputs", default="",
+                        help="comma-separated dense inputs the model was trained with, {split}.{name}.npy in --data "
+                             "(the task's --feature-inputs, e.g. img); empty: none")
+    parser.add_argument("--extra-source-langs", default="",
+                        help="comma-separated extra source languages the model was trained with, binarized as "
+                             "{split}.{lang}-{tgt}.{lang} in --data (the task's --extra-source-langs); empty: none")
+    parser.add_argument("--extra-source-dict", default="shared",
+                        help="dictionary of the extra sources, as in training: 'shared' (the source dictionary) or "
+                             "'own' (dict.{lang}.txt in --data)")
+    parser.add_argument("--sentences", default="0,1,2",
+                        help="comma-separated sentence ids (fairseq's, from 0) of --gen-subset, one heatmap panel each")
+    parser.add_argument("--layer", type=int, default=-1,
+                        help="decoder layer read, counted from 0; negative counts from the end (-1: the last); "
+                             "multisource_rnn has a single attention and ignores it")
+    parser.add_argument("--out", default="attention", help="output prefix: writes OUT.png and OUT.json")
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), data_required=True)
     refuse_overwriting(parser, {"--out (.png)": args.out + ".png", "--out (.json)": args.out + ".json"},
                        checkpoint_inputs(args, args.gen_subset), creates_directories=True)

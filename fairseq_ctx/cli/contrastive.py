@@ -22,12 +22,11 @@ Example:
     fairseq-ctx-contrastive checkpoints/hmce --data data-bin --format discevalmt \\
       --input anaphora.json lexical-choice.json --json discevalmt.json
 """
-import argparse
 import json
 import sys
 
 from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
-                                      refuse_overwriting)
+                                      refuse_overwriting, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.context.contrastive.evaluation import evaluate, format_report
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
@@ -35,7 +34,7 @@ from fairseq_ctx.context.contrastive.formats import FORMATS, read_set
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     add_model_args(parser)
     parser.add_argument("--format", choices=FORMATS, default="plain", help="layout of the test set")
     parser.add_argument("--input", nargs="+", default=[],
@@ -47,7 +46,7 @@ def main(argv=None) -> None:
     parser.add_argument("--source", help="plain: source sentences, one example per line")
     parser.add_argument("--reference", help="plain: correct targets")
     parser.add_argument("--contrastive", nargs="+", default=[],
-                        help="plain: contrastive target files (one per variant)")
+                        help="plain: contrastive target files, one per variant, aligned with --reference")
     parser.add_argument("--context", nargs="*", default=[],
                         help="plain: context files, nearest previous sentence first")
     parser.add_argument("--categories", help="plain: a category label per example")

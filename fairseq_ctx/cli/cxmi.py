@@ -11,16 +11,15 @@ per target token, and with ``--per-sentence FILE`` one line per sentence
 Example:
     fairseq-ctx-cxmi checkpoints/hmce --data data-bin --gen-subset test --per-sentence cxmi.tsv
 """
-import argparse
 import json
 
 from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
-                                      refuse_overwriting)
+                                      refuse_overwriting, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     add_model_args(parser)
     parser.add_argument("--gen-subset", default="test", help="binarized split to score (with its docids)")
     parser.add_argument("--per-sentence", help="write per-sentence values (TSV) to this file")

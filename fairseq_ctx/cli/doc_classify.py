@@ -5,22 +5,23 @@ tested on every language Y (MLDoc protocol). Prints the X-Y accuracy matrix and
 Cross (mean over X≠Y), Same (mean over X=Y) and All. Files: ``DIR/{split}.{lang}.npy`` and
 labels in ``DIR/{split}.{lang}.labels`` or, shared by all languages, ``DIR/{split}.labels``.
 """
-import argparse
 import json
 import os
 
-from fairseq_ctx.cli.tool_args import refuse_overwriting
+from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--embeddings", required=True, help="directory with {split}.{lang}.npy and labels")
-    parser.add_argument("--langs", required=True, help="comma-separated languages")
-    parser.add_argument("--train-split", default="train")
-    parser.add_argument("--test-split", default="test")
-    parser.add_argument("--hidden", type=int, default=64, help="hidden units of the FFN classifier")
-    parser.add_argument("--epochs", type=int, default=200, help="full-batch Adam steps")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--langs", required=True, help="comma-separated languages, e.g. en,de,fr")
+    parser.add_argument("--train-split", default="train",
+                        help="split each language's classifier is trained on ({split}.{lang}.npy and its labels)")
+    parser.add_argument("--test-split", default="test", help="split every classifier is tested on, in every language")
+    parser.add_argument("--hidden", type=int, default=64, help="hidden units of the FFN classifier (one hidden layer)")
+    parser.add_argument("--epochs", type=int, default=200, help="full-batch Adam steps per classifier")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seed of the classifiers' initialisation and dropout (torch.manual_seed)")
     parser.add_argument("--json", help="also write the matrix and summary here")
     args = parser.parse_args(argv)
     langs = [l for l in args.langs.split(",") if l]

@@ -4,17 +4,16 @@ Memory stays constant in the number of lines: the file is read in chunks, each c
 sorted by length and batched by token count, and rows are written into a memory-mapped .npy
 whose shape is known from a first counting pass. Output order = input order.
 """
-import argparse
 import os
 
 from fairseq_ctx.cli.tool_args import (add_checkpoint_args, check_sentencepiece, checkpoint_inputs, refuse_below_one,
-                                      refuse_overwriting, resolve_checkpoint_args)
+                                      refuse_overwriting, resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.core.text_input import TextEncodingError, check_utf8
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     add_checkpoint_args(parser, data_help="data directory with the dictionary (default: the checkpoint directory if "
                         "it holds dict.*.txt, else the one recorded in the checkpoint)", path_alias=True)
     parser.add_argument("--lang", required=True, help="language of the input (must be one the model was trained on)")
@@ -22,9 +21,10 @@ def main(argv=None) -> None:
                         "(tokenized/BPE'd like the training data unless --spm is given)")
     parser.add_argument("--output", required=True, help="output .npy, shape (lines, d), float32")
     parser.add_argument("--spm", help="sentencepiece model applied to every line first")
-    parser.add_argument("--max-tokens", type=int, default=12000, help="padded tokens per batch")
+    parser.add_argument("--max-tokens", type=int, default=12000,
+                        help="padded tokens per batch (batch size × longest line)")
     parser.add_argument("--max-doc-tokens", type=int, default=750,
-                        help="only the first N tokens of a line are embedded (Li 2021: 750)")
+                        help="only the first N tokens of a line are embedded; Li (2021) uses 750")
     parser.add_argument("--chunk-lines", type=int, default=20000, help="lines read and sorted at a time")
     parser.add_argument("--cuda", action="store_true", help="old option, no effect: the GPU is used whenever one "
                         "is available unless --cpu")

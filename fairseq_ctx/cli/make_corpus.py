@@ -14,21 +14,22 @@ Example:
     fairseq-ctx-make-corpus raw --setting target --seed 1
     # → raw/{train,valid,test}.{en,de,ctxkey} and raw/anaphora.json
 """
-import argparse
-
-from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir, tool_parser
 from fairseq_ctx.context.demo.synthetic_corpus import SETTINGS, CorpusSizes, write_corpus
 from fairseq_ctx.context.demo.target_contrastive_set import write_target_anaphora
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("out_dir", help="directory for {train,valid,test}.{en,de,ctxkey} (and anaphora.json)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--train-docs", type=int, default=CorpusSizes.train)
-    parser.add_argument("--valid-docs", type=int, default=CorpusSizes.valid)
-    parser.add_argument("--test-docs", type=int, default=CorpusSizes.test)
-    parser.add_argument("--setting", choices=SETTINGS, default="standard", help="see above")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the document generator (each split draws from "
+                        "its own stream derived from it; the same seed writes the same corpus)")
+    parser.add_argument("--train-docs", type=int, default=CorpusSizes.train,
+                        help="documents in the train split (3 to 5 pronoun or context-free episodes each)")
+    parser.add_argument("--valid-docs", type=int, default=CorpusSizes.valid, help="documents in the valid split")
+    parser.add_argument("--test-docs", type=int, default=CorpusSizes.test, help="documents in the test split")
+    parser.add_argument("--setting", choices=SETTINGS, default="standard",
+                        help="which pronouns the corpus holds: standard, hard or target (see above)")
     parser.add_argument("--contrastive-blocks", type=int, default=200,
                         help="--setting target: blocks of anaphora.json (two contrastive pairs each)")
     add_overwrite_arg(parser)

@@ -1,21 +1,27 @@
 """``fairseq-ctx-make-multimodal-corpus``: write the generated multimodal demo corpus."""
-import argparse
-
-from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir, tool_parser
 from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = tool_parser(__doc__)
     parser.add_argument("out_dir", help="directory for {train,valid,test}.{en,de,fr,key,img.npy}")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the sense prototypes, the sentences and the "
+                        "noise (the same seed writes the same corpus)")
     defaults = MultimodalCorpusSizes()
-    for name in ("train", "valid", "test", "regions", "feature_dim"):
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
+    sizes_help = {"train": "sentences in the train split", "valid": "sentences in the valid split",
+                  "test": "sentences in the test split",
+                  "regions": "regions R per image: rows of each sentence's (R, d) feature matrix, one of them "
+                             "showing the sense",
+                  "feature_dim": "dimension d of each region's feature vector"}
+    for name, text in sizes_help.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name), help=text)
     parser.add_argument("--images", type=int, default=defaults.images,
                         help="images per sentence; K > 1 writes {split}.img1.npy … imgK.npy, one showing the "
                         "intended sense, the others a sense of another ambiguous word (the harder setting)")
-    parser.add_argument("--noise", type=float, default=defaults.noise, help="std of the noise on every region")
+    parser.add_argument("--noise", type=float, default=defaults.noise,
+                        help="standard deviation of the Gaussian noise added to every region (the prototypes have "
+                             "unit variance)")
     add_overwrite_arg(parser)
     args = parser.parse_args(argv)
     refuse_non_empty_dir(parser, args.out_dir, args.overwrite)

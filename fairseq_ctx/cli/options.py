@@ -15,14 +15,17 @@ Example:
 """
 import argparse
 
+from fairseq_ctx.cli.tool_args import tool_parser
+
 GROUPS = ("arch", "transformer", "task", "criterion")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--arch", required=True, help="a registered architecture, e.g. hmce")
-    parser.add_argument("--task", default="context_translation", help="the task (default: context_translation)")
-    parser.add_argument("--criterion", default="label_smoothed_cross_entropy", help="the criterion")
+    parser.add_argument("--task", default="context_translation", help="the task whose options are listed")
+    parser.add_argument("--criterion", default="label_smoothed_cross_entropy",
+                        help="the criterion whose options are listed")
     parser.add_argument("--only", choices=GROUPS, help="print one group: the arch's own options, the Transformer "
                         "options its model inherits, the task's or the criterion's")
     parser.add_argument("--long", action="store_true", help="the whole help of every option, not its first sentence")

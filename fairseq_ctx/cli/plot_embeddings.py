@@ -5,21 +5,20 @@ group, or by the labels of ``--labels`` (one per row, shared by all groups) with
 per group. Needs matplotlib (and scikit-learn for t-SNE): the ``plots`` extra,
 ``pip install "fairseq-ctx[plots]"``.
 """
-import argparse
-
-from fairseq_ctx.cli.tool_args import refuse_overwriting
+from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--input", action="append", required=True, help="NAME=FILE.npy, repeatable")
     parser.add_argument("--labels", help="one label per row (same rows in every file) to colour by")
     parser.add_argument("--output", required=True, help="PNG path")
-    parser.add_argument("--method", choices=["tsne", "pca"], default="tsne")
-    parser.add_argument("--max-points", type=int, default=300, help="first N rows of each file")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--title", default="")
+    parser.add_argument("--method", choices=["tsne", "pca"], default="tsne",
+                        help="projection to 2-D: tsne (scikit-learn; PCA with a warning when it is missing) or pca")
+    parser.add_argument("--max-points", type=int, default=300, help="only the first N rows of each file are plotted")
+    parser.add_argument("--seed", type=int, default=1, help="random_state of t-SNE (PCA is deterministic)")
+    parser.add_argument("--title", default="", help="title of the plot; empty: 'METHOD of NAME, NAME, ...'")
     args = parser.parse_args(argv)
     groups, paths = [], []
     for item in args.input:

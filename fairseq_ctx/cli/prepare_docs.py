@@ -18,14 +18,15 @@ Examples:
       scat/highlighted.train.en --tgt-context scat/highlighted.train.context.fr --tgt-sentences \\
       scat/highlighted.train.fr --remove-scat-markers --out-prefix prep/train --src-lang en --tgt-lang fr
 """
-import argparse
 import sys
+
+from fairseq_ctx.cli.tool_args import tool_parser
 
 ONE_LINE = ("--src-context", "--src-sentences", "--tgt-context", "--tgt-sentences")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--src-docs", help="source documents, blank line between documents")
     parser.add_argument("--tgt-docs", help="target documents, same layout")
     parser.add_argument("--src-context", help="one-line context: the source sentences before each example, one line each")
@@ -36,8 +37,10 @@ def main(argv=None) -> None:
                         help="one-line context: remove SCAT's <p>...</p> and <hon>...<hoff> markers (Yin et al., 2021)")
     parser.add_argument("--out-prefix", required=True, help="writes PREFIX.SRC_LANG, PREFIX.TGT_LANG, PREFIX.docids "
                         "(and PREFIX.sentence_ids for one-line context)")
-    parser.add_argument("--src-lang", required=True)
-    parser.add_argument("--tgt-lang", required=True)
+    parser.add_argument("--src-lang", required=True,
+                        help="source language: the suffix of PREFIX.SRC_LANG (fairseq-preprocess --source-lang)")
+    parser.add_argument("--tgt-lang", required=True,
+                        help="target language: the suffix of PREFIX.TGT_LANG (fairseq-preprocess --target-lang)")
     parser.add_argument("--doc-prefix", default="doc", help="document ids are DOC_PREFIX0, DOC_PREFIX1, ...")
     args = parser.parse_args(argv)
     one_line = [getattr(args, option[2:].replace("-", "_")) for option in ONE_LINE]

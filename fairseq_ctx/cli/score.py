@@ -26,12 +26,12 @@ import argparse
 import json
 import sys
 
-from fairseq_ctx.cli.tool_args import refuse_overwriting
+from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
 from fairseq_ctx.core.scoring import DEFAULT_COMET_MODEL, REMOVE_BPE, load_translations, score, translation_scores
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("generate_output", nargs="?", help="stdout of fairseq-generate")
     parser.add_argument("--hyp", help="hypotheses, one per line (instead of a generate output)")
     parser.add_argument("--ref", help="references, one per line (instead of the generate output's T- lines)")

@@ -8,15 +8,14 @@ Each index file lists sentence ids of the ``fairseq-generate`` output (the numbe
 Example:
     fairseq-ctx-subset-bleu generate.out --helpful helpful.ids --unhelpful unhelpful.ids
 """
-import argparse
 import json
 import sys
 
-from fairseq_ctx.cli.tool_args import refuse_overwriting
+from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("generate_output", help="stdout of fairseq-generate")
     parser.add_argument("--helpful", required=True, help="ids of sentences whose context helps")
     parser.add_argument("--unhelpful", required=True, help="ids of sentences whose context does not help")

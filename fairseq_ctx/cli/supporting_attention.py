@@ -10,12 +10,11 @@ Example:
     fairseq-ctx-supporting-attention checkpoints/hmce_target --data data-bin --spm spm.model \\
       --input data/scat/highlighted.valid --side target --json supporting_attention.json
 """
-import argparse
 import json
 import sys
 
 from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
-                                      refuse_overwriting)
+                                      refuse_overwriting, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.scat import SIDES, read_marked_context
@@ -24,7 +23,7 @@ TOOL = "fairseq-ctx-supporting-attention"
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     add_model_args(parser)
     parser.add_argument("--input", required=True, help="SCAT file prefix, e.g. data/scat/highlighted.valid")
     parser.add_argument("--side", choices=SIDES, default="target",

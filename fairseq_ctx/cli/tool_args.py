@@ -3,7 +3,8 @@
 dictionaries, ``--cpu`` to stay on the CPU. Tools that used to spell the checkpoint ``--path``
 keep it as an alias; those whose old form was ``DATA --path CHECKPOINT`` still accept it.
 Also the usage errors every tool shares: an output path that would overwrite an input, and a
-generator's non-empty output directory."""
+generator's non-empty output directory; and the parser every tool starts from (:func:`tool_parser`),
+whose ``--help`` shows each option's default."""
 import argparse
 import os
 from typing import Dict, Mapping, Optional
@@ -11,6 +12,43 @@ from typing import Dict, Mapping, Optional
 from fairseq_ctx.core.output_paths import (OutputPathError, PathSpec, check_output_dir, check_outputs, check_writable,
                                            split_files)
 from fairseq_ctx.core.tool_loading import DEFAULT_CHECKPOINT_FILE
+
+
+class ToolHelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """``--help`` of the tools: the description keeps its own line breaks (examples, tables) and
+    every option's help ends with its default, ``(default: VALUE)``. No default is shown where
+    there is none to show: ``None`` (the option is simply not given; its help says what that
+    means), ``False`` of an on/off flag, or a help that places ``%(default)s`` itself. An empty
+    string is shown as ``''``, a list as its items (``none`` when empty)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not shows_default(action) or "%(default)" in text:
+            return text
+        shown = shown_default(action.default).replace("%", "%%")  # argparse %-formats the help
+        return f"{text} (default: {shown})" if text else f"(default: {shown})"
+
+
+def shows_default(action: argparse.Action) -> bool:
+    """Whether :class:`ToolHelpFormatter` adds ``action``'s default to its help."""
+    default = action.default
+    if default is None or default is False or default is argparse.SUPPRESS:  # `is`: 0 is a default to show
+        return False
+    return bool(action.option_strings) or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE)
+
+
+def shown_default(value) -> str:
+    """A default as ``--help`` writes it."""
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(item) for item in value) or "none"
+    return "''" if value == "" else str(value)
+
+
+def tool_parser(description: str) -> argparse.ArgumentParser:
+    """The argument parser of a ``fairseq-ctx-*`` tool: ``description`` (the module docstring) as it
+    is written, each option's default in ``--help`` (:class:`ToolHelpFormatter`)."""
+    return argparse.ArgumentParser(description=description, formatter_class=ToolHelpFormatter)
+
 
 DATA_HELP = ("directory with the dictionaries (default: the checkpoint directory if it holds dict.*.txt, else the "
              "data directory recorded in the checkpoint)")
@@ -22,7 +60,8 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, data_help: str = DATA_H
     parser.add_argument("checkpoint", nargs="?" if path_alias else None,
                         help="checkpoint file, or a directory holding --checkpoint-file")
     parser.add_argument("--checkpoint-file", default=DEFAULT_CHECKPOINT_FILE,
-                        help="file name inside a checkpoint directory")
+                        help="file read when CHECKPOINT is a directory, e.g. checkpoint_last.pt or checkpoint12.pt; "
+                             "a CHECKPOINT that is a file is read as given")
     parser.add_argument("--data", help=data_help)
     parser.add_argument("--cpu", action="store_true", help="stay on the CPU even when CUDA is available")
     if path_alias:
@@ -51,7 +90,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     call :func:`check_model_args` after parsing."""
     add_checkpoint_args(parser)
     parser.add_argument("--spm", help="sentencepiece model applied to the text (and undone on output)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch, i.e. per forward pass of "
+                        "the model")
 
 
 def check_model_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

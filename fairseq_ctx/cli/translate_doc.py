@@ -17,11 +17,11 @@ Example:
     fairseq-ctx-translate-doc checkpoints/hmce --spm spm.model --input talk.en > talk.de
     cat docs.en | fairseq-ctx-translate-doc checkpoints/hmce/checkpoint_best.pt --beam 5
 """
-import argparse
 import sys
 from typing import Iterable, Iterator
 
-from fairseq_ctx.cli.tool_args import add_model_args, check_model_args, load_translator, refuse_bad_generation
+from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, refuse_bad_generation,
+                                      tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.core.output_paths import stdout_is
 from fairseq_ctx.core.progress import progress
@@ -45,16 +45,20 @@ class DocumentCount:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     add_model_args(parser)
-    parser.add_argument("--input", default="-", help="documents to translate (default: stdin)")
-    parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--lenpen", type=float, default=1.0)
+    parser.add_argument("--input", default="-", help="documents to translate, a blank line between documents; '-' "
+                        "reads standard input")
+    parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy search)")
+    parser.add_argument("--lenpen", type=float, default=1.0,
+                        help="length penalty (fairseq's): a hypothesis' log-probability is divided by its length to "
+                             "the power LENPEN; < 1 favours shorter translations, > 1 longer ones")
     parser.add_argument("--max-len-a", type=float, default=0,
-                        help="max output length = a * source length + b, fairseq's default (a = 0): fairseq's "
-                             "generator takes the longest source of the batch, so with a > 0 a translation depends on "
-                             "--batch-size")
-    parser.add_argument("--max-len-b", type=int, default=200)
+                        help="a of the longest output, a * source length + b tokens; fairseq's generator takes the "
+                             "longest source of the batch, so with a > 0 a translation depends on --batch-size (a = 0, "
+                             "fairseq's default, does not)")
+    parser.add_argument("--max-len-b", type=int, default=200,
+                        help="b of the longest output, a * source length + b tokens, as in fairseq-interactive")
     args = parser.parse_args(argv)
     check_model_args(parser, args)
     refuse_bad_generation(parser, beam=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b)

@@ -6,12 +6,13 @@ Example:
     fairseq-hydra-train --config-dir "$(fairseq-ctx-user-dir)/context/configs" --config-name hmce \
       task.data=$PWD/data-bin common.user_dir="$(fairseq-ctx-user-dir)"
 """
-import argparse
 import os
+
+from fairseq_ctx.cli.tool_args import tool_parser
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--configs", action="store_true",
                         help="print the path of every shipped fairseq-hydra-train config, one per line")
     args = parser.parse_args(argv)

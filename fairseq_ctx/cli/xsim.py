@@ -6,21 +6,23 @@ distance margin (Artetxe & Schwenk, 2019); the error is the share of wrong retri
 directions. With --tgt-text (--src-text) a retrieval from the source (target) side counts as
 right when its text equals the aligned sentence's text (test sets have duplicate sentences).
 """
-import argparse
 import json
 
-from fairseq_ctx.cli.tool_args import refuse_overwriting
+from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
 
 MARGINS = ("absolute", "ratio", "distance")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("src", help="source embeddings: .npy (rows, dim), or LASER's raw float32 file with --dim")
     parser.add_argument("tgt", help="target embeddings, row i aligned with row i of src")
     parser.add_argument("--margin", action="append", choices=MARGINS,
                         help="scores to report, repeatable (default: all three; LASER's default is ratio)")
-    parser.add_argument("--k", type=int, default=4, help="nearest neighbours for the margins (LASER: 4)")
+    parser.add_argument("--k", type=int, default=4,
+                        help="neighbourhood size of the ratio and distance margins: a row's k nearest rows on the "
+                             "other side are its candidates, and the mean cosine of both sides' k nearest rows is "
+                             "divided out (ratio) or subtracted (distance); LASER uses 4")
     parser.add_argument("--src-text", help="text embedded as src, one line per row: textual error for tgt→src")
     parser.add_argument("--tgt-text", help="text embedded as tgt, one line per row: textual error for src→tgt")
     parser.add_argument("--search", choices=("auto", "faiss", "exact"), default="auto",
