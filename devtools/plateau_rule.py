@@ -1,6 +1,7 @@
-"""The convergence rule of the real-data recipes, fixed before their runs: a validation curve has
+"""The convergence rules of the real-data recipes, fixed before their runs: a validation curve has
 plateaued when the best value of the last fifth of its updates improves on the best value before
-by less than a set amount. A recipe either trains in chunks until the rule finds a plateau (or the
+by less than a set amount, or, judged on window means rather than maxima, when the mean of the
+last fifth improves on the mean of the fifth before by less than it. A recipe either trains in chunks until the rule finds a plateau (or the
 budget ends), resumable chunk by chunk, or judges the curve of a fixed budget with it."""
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,24 +22,34 @@ class Judgement:
 
 @dataclass(frozen=True)
 class PlateauRule:
-    """A curve of ``metric`` (validations at equal intervals) has converged when the best value of
-    its last ``tail`` of the updates improves on the best value before by less than ``min_gain``
-    (absolute), judged from the ``min_points``-th validation on."""
+    """A curve of ``metric`` (validations at equal intervals) has converged when the ``statistic``
+    of its last ``tail`` of the updates improves on that of the updates before by less than
+    ``min_gain`` (absolute), judged from the ``min_points``-th validation on. ``statistic`` "best":
+    the best value of the tail against the best of all updates before; "mean": the mean of the
+    validations in the tail against the mean of those in the ``tail`` before it (means of windows,
+    not maxima: one lucky validation does not decide)."""
 
     metric: str
     min_gain: float
     higher_is_better: bool
     tail: float = 0.2
     min_points: int = 5
+    statistic: str = "best"
 
-    def describe(self, every: int, budget: int, stops: bool) -> str:
-        """The rule in words; ``stops``: training ends at the plateau, else the rule judges a fixed budget."""
-        best = "highest" if self.higher_is_better else "lowest"
+    def describe(self, every: Union[int, str], budget: int, stops: bool) -> str:
+        """The rule in words; ``every``: the validation interval in updates, or in words (e.g.
+        "5 epochs"); ``stops``: training ends at the plateau, else the rule judges a fixed budget."""
+        interval = f"{every} updates" if isinstance(every, int) else every
         end = (f"training stops there or at the budget of {budget} updates" if stops
                else f"judged on the curve of a fixed budget of {budget} updates")
-        return (f"{self.metric}, validated every {every} updates, has plateaued when the {best} value of the last "
-                f"fifth of the updates improves on the {best} value before by less than {self.min_gain:g} (absolute), "
-                f"judged from the {self.min_points}th validation on; {end}")
+        if self.statistic == "mean":
+            compared = ("the mean of the validations in the last fifth of the updates improves on the mean of those "
+                        "in the fifth before")
+        else:
+            best = "highest" if self.higher_is_better else "lowest"
+            compared = f"the {best} value of the last fifth of the updates improves on the {best} value before"
+        return (f"{self.metric}, validated every {interval}, has plateaued when {compared} by less than "
+                f"{self.min_gain:g} (absolute), judged from the {self.min_points}th validation on; {end}")
 
     def judge(self, curve: Sequence[Sequence[float]]) -> Judgement:
         """``curve``: [(updates, value), …] in update order."""
@@ -46,22 +57,36 @@ class PlateauRule:
             return Judgement(False, False, f"not judged: {len(curve)} validation(s), fewer than the "
                                            f"{self.min_points} the rule needs")
         last = int(curve[-1][0])
-        start = last - round(self.tail * last)
-        before = [value for updates, value in curve if updates <= start]
+        width = round(self.tail * last)
+        start = last - width
+        first = start - width if self.statistic == "mean" else -1
+        before = [value for updates, value in curve if first < updates <= start]
         tail = [value for updates, value in curve if updates > start]
         if not before:
-            return Judgement(False, False, "not judged: every validation lies in the last fifth of the updates")
-        best = max if self.higher_is_better else min
-        gain = (best(tail) - best(before)) * (1 if self.higher_is_better else -1)
+            where = f"in updates {first + 1}–{start}" if self.statistic == "mean" else "before the last fifth"
+            return Judgement(False, False, f"not judged: no validation {where} of the updates")
+        if self.statistic == "mean":
+            earlier, later = sum(before) / len(before), sum(tail) / len(tail)
+            described = (f"mean {earlier:.2f} of {len(before)} validation(s) in updates {first + 1}–{start}, mean "
+                         f"{later:.2f} of {len(tail)} in {start + 1}–{last}")
+        else:
+            best = max if self.higher_is_better else min
+            earlier, later = best(before), best(tail)
+            described = f"best {earlier:.2f} up to update {start}, best {later:.2f} in updates {start + 1}–{last}"
+        gain = (later - earlier) * (1 if self.higher_is_better else -1)
         plateaued = gain < self.min_gain
         state = (f"plateau (gain under {self.min_gain:g})" if plateaued
                  else f"still improving (gain of {self.min_gain:g} or more)")
-        return Judgement(True, plateaued, f"best {best(before):.2f} up to update {start}, best {best(tail):.2f} in "
-                                          f"updates {start + 1}–{last} (gain {gain:+.2f}): {state}")
+        return Judgement(True, plateaued, f"{described} (gain {gain:+.2f}): {state}")
 
 
 BLEU_PLATEAU = PlateauRule("greedy validation BLEU", min_gain=0.5, higher_is_better=True)
-"""The rule of the translation recipes (multi-source, CKA controls, SCAT stage 1): 0.5 BLEU."""
+"""The rule of the translation recipes whose tested model is the best checkpoint (CKA controls,
+SCAT stage 1, the multi-source tables before 2026-12): 0.5 BLEU."""
+
+AVERAGED_BLEU_PLATEAU = PlateauRule("validation BLEU (beam search) of the averaged last epoch checkpoints",
+                                    min_gain=0.5, higher_is_better=True, statistic="mean")
+"""The rule of the recipes that test the average of the last epoch checkpoints (multi-source): 0.5 BLEU."""
 
 
 def train_until_plateau(rule: PlateauRule, every: int, budget: int, curve: List[Tuple[int, float]],

@@ -19,7 +19,10 @@ from multi30k_embedding_data import RecipeError  # noqa: E402
 from multi30k_models import Budget, ModelRun, train_args  # noqa: E402
 from devtools.machine_facts import MachineFacts  # noqa: E402
 from devtools.plateau_rule import checkpoint_updates  # noqa: E402
+from devtools.recipe_runs import chosen_precision  # noqa: E402
 from devtools.seed_statistics import direction_verdict, t_test  # noqa: E402
+
+HERE = chosen_precision("cpu")  # what --precision auto, the default, trains with on this machine
 
 # Generated languages standing in for Multi30k's: the pivots pa, pb play en, de.
 AS_MULTI30K = {"en": "pa", "de": "pb", "fr": "xa", "cs": "xb"}
@@ -110,7 +113,7 @@ def test_results_have_one_row_per_model_and_pair(recipe_run):
                                                                            + mine[1]["error_percent"]) / 2)
         run = saved["runs"][name]["1"]
         assert run["updates"] == 4 and run["wall_time_s"] > 0 and run["cpu_time_s"] > 0
-        assert run["stopped"] == "fixed" and run["checkpoint"] == "checkpoint_last.pt" and run["precision"] == "amp"
+        assert run["stopped"] == "fixed" and run["checkpoint"] == "checkpoint_last.pt" and run["precision"] == HERE
     summary = saved["summary"]
     for measure in ("mean_error_percent", "unseen_pair_error_percent"):  # one seed: the point estimate, untested
         for check, (better, worse) in zip(saved["expected"], (("ct_mde", "tmde"), ("tmde", "tmde_f"))):
@@ -119,10 +122,10 @@ def test_results_have_one_row_per_model_and_pair(recipe_run):
     assert saved["machine"]["cpu_cores"] == os.cpu_count() and saved["machine"]["gpu"] == "none"
     machine = MachineFacts(**saved["machine"]).describe()  # each run's log records the machine it trained on
     assert saved["trained_on"] == {f"{name} seed 1": [machine] for name in saved["runs"]}
-    assert saved["precision"] == "amp" and saved["seeds"] == [1] and saved["unfinished"] == []
+    assert saved["precision"] == HERE and saved["seeds"] == [1] and saved["unfinished"] == []
     markdown = (results / "multi30k_embedding.md").read_text()
     assert sum(line.startswith("| T-MDE_P (pyramid queries) | ") for line in markdown.splitlines()) == 1 + 1 + 12
-    assert "--updates 4" in markdown and "GPU: none" in markdown and "- Precision: amp (training under" in markdown
+    assert "--updates 4" in markdown and "GPU: none" in markdown and f"- Precision: {HERE} (" in markdown
     assert "- Seeds: 1\n" in markdown and "- Convergence rule (fixed before the runs): none: a fixed budget of 4 updates" \
         in markdown and "- Convergence: not judged (a fixed budget)" in markdown
     assert "- Verdicts: an expected direction held when" in markdown
@@ -154,7 +157,7 @@ def test_the_checkpoints_were_trained_with_the_recipe_settings(recipe_run):
     cfg = state["cfg"]
     assert cfg["task"]["lang_pairs"] == "fr-en,fr-de,cs-en,cs-de,en-de,de-en"
     assert cfg["criterion"]["_name"] == "distance_constraint"
-    assert cfg["common"]["amp"] is True  # --precision amp, the default
+    assert cfg["common"]["amp"] is (HERE == "amp")  # --precision auto, the default
     assert state["optimizer_history"][-1]["num_updates"] == 4
 
 

@@ -19,7 +19,8 @@ import pytest
 
 from conftest import BIN_DIR
 from devtools.machine_facts import MachineFacts
-from devtools.plateau_rule import BLEU_PLATEAU
+from devtools.plateau_rule import BLEU_PLATEAU, checkpoint_updates
+from devtools.recipe_runs import chosen_precision
 from devtools.recipe_tools import captured_log
 from devtools.seed_statistics import direction_verdict, paired_t_test
 from devtools.train_log import validation_curve
@@ -57,14 +58,17 @@ def write_fixture(directory: Path) -> None:
         write_split(directory, stem, size, seed)
 
 
-TINY = ["--spm-vocab", "60", "--max-update", "4", "--batch-size", "50", "--warmup-updates", "2", "--lr", "1e-3",
+# the best-checkpoint protocol (--average-last 0): a few updates, validated every 2
+TINY = ["--average-last", "0", "--clip-norm", "1", "--spm-vocab", "60", "--max-update", "4", "--batch-size", "50", "--warmup-updates", "2",
+        "--lr", "1e-3",
         "--validate-every", "2", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2",
         "--rnn-hidden", "16", "--beam", "2", "--workers", "1"]
 # enough updates for the tiny models to translate part of the fixture (BLEU well above 0)
-SMALL = ["--spm-vocab", "60", "--max-update", "40", "--batch-size", "50", "--lr", "1e-2", "--warmup-updates", "5",
+SMALL = ["--average-last", "0", "--clip-norm", "1", "--spm-vocab", "60", "--max-update", "40", "--batch-size", "50", "--lr", "1e-2", "--warmup-updates", "5",
          "--validate-every", "20", "--embed-dim", "32", "--ffn-dim", "64", "--layers", "1", "--heads", "2",
          "--beam", "2", "--workers", "1", "--precision", "fp32"]
 EXTRA_TEST = "test_2017_mscoco"
+HERE = chosen_precision("cpu")  # what --precision auto, the default, trains with on this machine
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +97,7 @@ def test_recipe_end_to_end_writes_one_row_per_model_and_pair(recipe, tmp_path):
     expected = ["text-only"] + [f"{s}-{p}" for p in ("fr", "cs")
                                 for s in ("serial", "parallel", "flat", "hierarchical", "rnn-hierarchical")]
     assert names == sorted(expected)
-    assert summary["precision"] == "amp" and summary["seeds"] == [1]
+    assert summary["precision"] == HERE and summary["seeds"] == [1]
     for row in rows:
         scores = row["per_seed"]["1"]
         assert scores["updates"] == 4 and [u for u, _ in scores["valid_bleu"]] == [2, 4]
@@ -110,12 +114,12 @@ def test_recipe_end_to_end_writes_one_row_per_model_and_pair(recipe, tmp_path):
         assert scores["train_wall_s"] > 0 and scores["eval_wall_s"] > 0
     machine = MachineFacts(**summary["machine"]).describe()
     assert summary["trained_on"] == {f"{name} seed 1": [machine] for name in expected}
-    # one seed without --seeds: the layout of earlier versions, trained with --amp
+    # one seed without --seeds: the layout of earlier versions, trained as --precision auto chose
     record = json.loads((work / "results" / "serial-fr.json").read_text())
-    assert "--amp" in record["train_command"] and record["settings"]["precision"] == "amp"
+    assert ("--amp" in record["train_command"]) is (HERE == "amp") and record["settings"]["precision"] == HERE
     assert summary["machine"]["cpu_cores"] >= 1
     table = (results / "multi30k_multisource.md").read_text()
-    assert "- Precision: amp (training under fairseq's --amp" in table and "- Seeds: 1\n" in table
+    assert f"- Precision: {HERE} (" in table and "- Seeds: 1\n" in table
     main_table = table.split("## Test set test_2016_flickr")[1].split("Expected direction")[0]
     assert sum(line.startswith("| ") and "→de |" in line for line in main_table.splitlines()) == 11
     assert re.search(r"\*\*(Held for (all 10|\d+ of 10) multi-source models)", table)
@@ -147,6 +151,52 @@ def seeded(recipe, tmp_path_factory):
     return SimpleNamespace(data=data, work=work, args=args, results=results,
                            summary=json.loads((results / "multi30k_multisource.json").read_text()),
                            table=(results / "multi30k_multisource.md").read_text())
+
+
+def test_the_default_protocol_tests_the_average_of_the_last_epoch_checkpoints(recipe, tmp_path):
+    """The recipe's defaults (Wu et al., 2021) at a tiny size: every epoch checkpoint is kept, the
+    validation curve is the beam-search BLEU of the averages ending at every --curve-every-th epoch,
+    and the test sets are decoded with the average of the last --average-last epochs, whose
+    parameters are the mean of those checkpoints'."""
+    import torch
+
+    data, work, results = tmp_path / "multi30k", tmp_path / "work", tmp_path / "results"
+    data.mkdir()
+    write_fixture(data)
+    sizes = ["--spm-vocab", "60", "--embed-dim", "16", "--ffn-dim", "32", "--layers", "1", "--heads", "2",
+             "--beam", "2", "--workers", "1", "--warmup-updates", "4"]
+    recipe.main([str(data), "--work", str(work), "--results", str(results), "--jobs", "1", "--models",
+                 "text-only,serial", "--pairs", "fr", "--max-update", "20", "--batch-size", "50",
+                 "--average-last", "3", "--curve-every", "1", *sizes])
+    for name in ("text-only", "serial-fr"):
+        record = json.loads((work / "results" / f"{name}.json").read_text())
+        command = record["train_command"]
+        assert "--save-interval 1 --validate-interval 1" in command and "--clip-norm 25 --lr 0.005" in command
+        assert "--eval-bleu" not in command and "--no-epoch-checkpoints" not in command
+        checkpoints = work / "checkpoints" / name
+        epochs = sorted(int(p.stem[len("checkpoint"):]) for p in checkpoints.glob("checkpoint[0-9]*.pt"))
+        assert epochs == list(range(1, len(epochs) + 1)) and len(epochs) >= 4  # 20 updates of 200 sentences
+        # the averages of 3 epochs ending at epochs 3, 4, … and the last
+        window_ends = list(range(3, epochs[-1] + 1))
+        assert [u for u, _ in record["valid_bleu"]] == [checkpoint_updates(checkpoints / f"checkpoint{e}.pt")
+                                                        for e in window_ends]
+        assert all(0.0 <= b <= 100.0 for _, b in record["valid_bleu"])
+        assert record["test_sets"]["test_2016_flickr"]["commands"][0].count("checkpoint_averaged.pt") == 1
+        averaged = torch.load(checkpoints / "checkpoint_averaged.pt", weights_only=True)
+        last_epochs = epochs[-3:]
+        last = [torch.load(checkpoints / f"checkpoint{e}.pt", weights_only=True)["model"] for e in last_epochs]
+        assert averaged["averaged_checkpoints"] == [f"checkpoint{e}.pt" for e in last_epochs]
+        for key, value in averaged["model"].items():
+            expected = sum(state[key].double() for state in last) / 3
+            assert torch.allclose(value.double(), expected, atol=1e-6), key
+        assert "last_optimizer_state" not in averaged
+    summary = json.loads((results / "multi30k_multisource.json").read_text())
+    assert summary["settings"]["average_last"] == 3 and summary["settings"]["clip_norm"] == 25.0
+    table = (results / "multi30k_multisource.md").read_text()
+    assert "the average of the last 3 epoch checkpoints is tested" in table
+    assert "the mean of the validations in the last fifth of the updates" in table
+    convergence = {row["name"]: row["plateau"] for row in summary["convergence_by_run"]}
+    assert convergence["text-only"]["text"].startswith(f"not judged: {len(window_ends)} validation(s)")
 
 
 def test_each_seed_has_the_work_layout_of_a_one_seed_run(seeded):
@@ -413,7 +463,7 @@ def test_resume_refuses_results_trained_with_other_settings(recipe, tmp_path):
     (work / "results").mkdir(parents=True)
     (work / "results" / "text-only.json").write_text(json.dumps({"settings": {"max_update": 1}}))
     with pytest.raises(SystemExit, match=r"text-only\.json was trained with other settings \(.*max_update: 1 there, "
-                                         r"600 now.*\); delete it to retrain"):
+                                         r"2800 now.*\); delete it to retrain"):
         recipe.main([str(data), "--work", str(work), "--models", "text-only"])
     assert sorted(p.name for p in work.iterdir()) == ["results"]  # refused before any data preparation
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from devtools.machine_facts import MachineFacts
-from devtools.recipe_runs import job_command
+from devtools.recipe_runs import chosen_precision, job_command
 from devtools.seed_statistics import direction_verdict, t_test
 from fairseq_ctx.context.contrastive.scat import read_marked_context
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
@@ -320,7 +320,7 @@ def test_context_batch_size_gives_every_stage_two_model_the_same_sentences_per_u
     assert {recipe.batch_args(name, tokens)[0] for name in ["sentence", *recipe.STAGE_TWO_MODELS]} == {"--max-tokens"}
     assert recipe.batch_args("sentence", sentences) == ["--max-tokens", "4096"]
     assert {tuple(recipe.batch_args(name, sentences)) for name in recipe.STAGE_TWO_MODELS} == {("--batch-size", "64")}
-    assert sentences.precision == "amp" and sentences.models == ["sentence_scat", "hmce", "hce", "ctx_concat",
+    assert sentences.precision == chosen_precision("cpu") and sentences.models == ["sentence_scat", "hmce", "hce", "ctx_concat",
                                                                  "hmce_target"]
 
 

@@ -29,8 +29,8 @@ from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "multimodal_mt"))
 
-from multi30k_multisource import (Invocation, RunContext, add_model_arguments, add_run_arguments,  # noqa: E402
-                                  finish_model, parse_command_line, run_and_report, start_run)
+from multi30k_multisource import (OLD_PROTOCOL, Invocation, RunContext, add_model_arguments,  # noqa: E402
+                                  add_run_arguments, finish_model, parse_command_line, run_and_report, start_run)
 from devtools.recipe_runs import seed_option  # noqa: E402
 from devtools.recipe_tools import Step, run, write_json  # noqa: E402
 from heads_baseline import BASELINE, adopt_baseline, source_problem  # noqa: E402
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "directory is gone: its runs that --work has no results file for are reported with this "
                              "run's and not trained again (the same settings and analysis settings are required)")
     add_model_arguments(parser)
-    parser.set_defaults(max_update=5000)
+    parser.set_defaults(**OLD_PROTOCOL)  # the settings of the committed CKA tables
     return parser
 
 

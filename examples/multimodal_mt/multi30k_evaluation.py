@@ -7,10 +7,11 @@ prints every BLEU, chrF, BP and length ratio of a table. Per model, seed and tes
 the length ratio and BLEU without its brevity penalty; over seeds: mean ± sd and a system's
 difference from a baseline with two tests of it; and the convergence section of the tables.
 """
+import argparse
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from devtools.plateau_rule import BLEU_PLATEAU
+from devtools.plateau_rule import AVERAGED_BLEU_PLATEAU, BLEU_PLATEAU, PlateauRule
 from devtools.recipe_tools import write_whole
 from devtools.seed_statistics import direction_verdict, mean_sd_text, paired_t_test, summary
 from fairseq_ctx.core.scoring import load_translations, paired_bootstrap, sacrebleu_metrics
@@ -145,6 +146,23 @@ def compare(baseline: Dict[int, dict], system: Dict[int, dict], baseline_hypothe
     return result
 
 
+def plateau_rule(settings: dict) -> PlateauRule:
+    """The convergence rule of a run's validation curve: window means for the curve of averaged
+    checkpoints (``average_last``), the best value for the greedy curve of the best-checkpoint protocol."""
+    return AVERAGED_BLEU_PLATEAU if settings.get("average_last") else BLEU_PLATEAU
+
+
+def protocol_text(args: argparse.Namespace) -> Tuple[str, str]:
+    """The tested model and the validation curve of a run with ``args``, and its convergence rule, in words."""
+    if args.average_last:
+        every = f"{args.curve_every} epochs (the average of the {args.average_last} epoch checkpoints ending there)"
+        return (f"the average of the last {args.average_last} epoch checkpoints is tested; validation BLEU "
+                f"(beam {args.beam}) of such averages every {args.curve_every} epochs and at the last",
+                AVERAGED_BLEU_PLATEAU.describe(every, args.max_update, stops=False))
+    return (f"greedy validation BLEU every {args.validate_every} updates; the checkpoint of the best validation BLEU "
+            f"is tested", BLEU_PLATEAU.describe(args.validate_every, args.max_update, stops=False))
+
+
 def best_validation(curve: Sequence[Sequence[float]]) -> str:
     if not curve:
         return "n/a"
@@ -176,20 +194,20 @@ def comparison_cells(row: dict, versus: Optional[dict]) -> str:
 
 
 def convergence_rows(runs: Sequence[ModelRun], order: Callable[[dict], object]) -> List[dict]:
-    """The convergence rule's outcome on every trained run's greedy validation BLEU curve, sorted by ``order``."""
+    """The convergence rule's outcome on every trained run's validation BLEU curve, sorted by ``order``."""
     rows = []
     for model_run in runs:
         record = model_run.record()
         rows.append({"name": model_run.name, "seed": model_run.seed, "strategy": model_run.model.strategy,
                      "second_source": model_run.model.extra, "updates": record["updates"],
                      "train_wall_s": record["train_wall_s"], "valid_bleu": record["valid_bleu"],
-                     "plateau": BLEU_PLATEAU.judge(record["valid_bleu"]).as_dict()})
+                     "plateau": plateau_rule(record["settings"]).judge(record["valid_bleu"]).as_dict()})
     return sorted(rows, key=order)
 
 
 def convergence_lines(convergence: Sequence[dict], rule: str) -> List[str]:
     """The "Convergence" section: ``rule``, then its outcome on every run's validation curve."""
-    lines = ["## Convergence", "", rule, "", "| model | seed | updates | best val BLEU (greedy) @ update | "
+    lines = ["## Convergence", "", rule, "", "| model | seed | updates | best val BLEU @ update | "
              "last fifth against before |", "|---|---|---|---|---|"]
     return lines + [f"| {row['name']} | {row['seed']} | {row['updates']} | {best_validation(row['valid_bleu'])} | "
                     f"{row['plateau']['text']} |" for row in convergence]

@@ -37,16 +37,17 @@ REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the hel
 if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
 
-from devtools.plateau_rule import BLEU_PLATEAU  # noqa: E402
 from devtools.recipe_report import run_header  # noqa: E402
 from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
                                   check_run_options, device_args, failures_message, job_command, log_to_stdout,
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option)
 from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
 from devtools.train_log import NOT_RECORDED, training_machines, training_seconds, validation_curve  # noqa: E402
+from multi30k_averaging import averaged_curve, tested_checkpoint  # noqa: E402
+from multi30k_evaluation import protocol_text  # noqa: E402
 from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
-from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, check_data, data_file, parse_test_sets,  # noqa: E402
-                           prepare, split_name)
+from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, VALID, check_data, data_file,  # noqa: E402
+                           parse_test_sets, prepare, split_name)
 from multi30k_runs import (LABEL_SMOOTHED, Model, ModelRun, RunTable, decoded_test_sets, missing_work,  # noqa: E402
                            refuse_other_settings, survey, training_settings)
 
@@ -54,34 +55,57 @@ SCRIPT = "examples/multimodal_mt/multi30k_multisource.py"
 PROGRAM = "multi30k_multisource.py"
 STRATEGIES = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
 PAIRS = ["fr", "cs"]
-SETTINGS = ["spm_vocab", "spm_langs", "max_update", "batch_size", "lr", "warmup_updates", "validate_every", "embed_dim",
-            "ffn_dim", "layers", "heads", "rnn_hidden", "dropout", "beam", "max_len_a", "max_len_b", "precision"]
+SETTINGS = ["spm_vocab", "spm_langs", "max_update", "batch_size", "lr", "warmup_updates", "clip_norm", "average_last",
+            "curve_every", "validate_every", "embed_dim", "ffn_dim", "layers", "heads", "rnn_hidden", "dropout", "beam",
+            "max_len_a", "max_len_b", "precision"]
 ONE_SEED = ("sacreBLEU's paired bootstrap over the test sentences decides (it treats the trained models as fixed and "
             "measures only the sampling of test sentences)")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Data, model, training and decoding settings (every model of a run has the same)."""
+    """Data, model, training and decoding settings (every model of a run has the same). The defaults
+    are the Transformer-tiny baseline of Wu et al. (2021, "Good for Misconceived Reasons", §4 and
+    their README-baseline: 4+4 layers of dim 128, FFN 256, 4 heads, shared embeddings, lr 5e-3 with
+    2000 warmup updates, ≈7,000 target tokens per update, the average of the last 10 epoch
+    checkpoints tested), with a budget one run trains within 150 minutes on 2 CPU cores."""
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE pieces over --spm-langs")
     parser.add_argument("--spm-langs", default=SPM_LANGS,
                         help="training text the sentencepiece model and the one dictionary are learnt from")
-    parser.add_argument("--max-update", type=int, default=600, help="updates per model (the same for every model)")
-    parser.add_argument("--batch-size", type=int, default=64,
-                        help="sentences per update, the same for every model (a token limit would give the "
-                             "text-only model more sentences: fairseq counts the second source's tokens too)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="peak lr of the inverse_sqrt schedule (every model)")
-    parser.add_argument("--warmup-updates", type=int, default=200)
-    parser.add_argument("--validate-every", type=int, default=200, help="validation (loss and greedy BLEU) interval in updates")
-    parser.add_argument("--embed-dim", type=int, default=256, help="Transformer model dim (RNN: embeddings)")
-    parser.add_argument("--ffn-dim", type=int, default=1024)
-    parser.add_argument("--layers", type=int, default=3, help="encoder and decoder layers of the Transformers")
-    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--max-update", type=int, default=2800,
+                        help="updates per model (the same for every model); with the default batch, 40 epochs")
+    parser.add_argument("--batch-size", type=int, default=420,
+                        help="sentences per update, the same for every model: ≈7,000 German target pieces, the tokens "
+                             "per update of Wu et al. (2021) (max-tokens 4096 on 2 GPUs); a token limit would give the "
+                             "text-only model more sentences, as fairseq counts the second source's tokens too")
+    parser.add_argument("--lr", type=float, default=5e-3, help="peak lr of the inverse_sqrt schedule (every model)")
+    parser.add_argument("--warmup-updates", type=int, default=2000, help="linear warmup of the lr schedule, in updates")
+    parser.add_argument("--clip-norm", type=float, default=25.0,
+                        help="gradient norm clipping (25: fairseq's default in the version Wu et al. (2021) trained with)")
+    parser.add_argument("--average-last", type=int, default=10,
+                        help="the tested model is the parameter average of the last N epoch checkpoints (Wu et al., "
+                             "2021); 0: the checkpoint of the best greedy validation BLEU, validated every "
+                             "--validate-every updates (the protocol of the tables before 2026-12)")
+    parser.add_argument("--curve-every", type=int, default=5,
+                        help="with --average-last N: the validation curve is the BLEU (beam search) of the average of "
+                             "the N epoch checkpoints ending at epoch N, N + this, …, and the last epoch")
+    parser.add_argument("--validate-every", type=int, default=200,
+                        help="with --average-last 0: validation (loss and greedy BLEU) interval in updates")
+    parser.add_argument("--embed-dim", type=int, default=128, help="Transformer model dim (RNN: embeddings)")
+    parser.add_argument("--ffn-dim", type=int, default=256, help="Transformer feed-forward dim")
+    parser.add_argument("--layers", type=int, default=4, help="encoder and decoder layers of the Transformers")
+    parser.add_argument("--heads", type=int, default=4, help="attention heads of the Transformers")
     parser.add_argument("--rnn-hidden", type=int, default=256, help="RNN encoder GRU size per direction (decoder: twice)")
-    parser.add_argument("--dropout", type=float, default=0.3)
-    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--dropout", type=float, default=0.3, help="dropout of every model")
+    parser.add_argument("--beam", type=int, default=5, help="beam size of the test and curve decoding")
     parser.add_argument("--max-len-a", type=float, default=1.2,
                         help="hypotheses stop at max-len-a * source length + max-len-b pieces (validation and test)")
-    parser.add_argument("--max-len-b", type=int, default=10)
+    parser.add_argument("--max-len-b", type=int, default=10, help="see --max-len-a")
+
+
+OLD_PROTOCOL = {"max_update": 5000, "batch_size": 64, "lr": 1e-3, "warmup_updates": 200, "clip_norm": 1.0,
+                "average_last": 0, "embed_dim": 256, "ffn_dim": 1024, "layers": 3}
+"""The settings of the tables before 2026-12 (best checkpoint by greedy validation BLEU), for the
+recipes that keep reproducing them (parser defaults)."""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, work: str, runs: str) -> None:
@@ -137,21 +161,30 @@ def model_args(model: Model, args: argparse.Namespace) -> List[str]:
     return aux + arch
 
 
+def checkpoint_args(args: argparse.Namespace) -> List[str]:
+    """When fairseq-train validates and saves: every epoch, each epoch's checkpoint kept for the
+    average (``--average-last``); or every ``--validate-every`` updates with greedy BLEU, the best
+    kept as checkpoint_best.pt."""
+    if args.average_last:
+        return ["--save-interval", "1", "--validate-interval", "1"]
+    return ["--validate-interval", "100000", "--save-interval", "100000",
+            "--validate-interval-updates", str(args.validate_every), "--save-interval-updates", str(args.validate_every),
+            "--keep-interval-updates", "1", "--no-epoch-checkpoints",
+            "--eval-bleu", "--eval-bleu-args",
+            json.dumps({"beam": 1, "max_len_a": args.max_len_a, "max_len_b": args.max_len_b}),
+            "--eval-bleu-remove-bpe", "sentencepiece", "--eval-tokenized-bleu", "--best-checkpoint-metric", "bleu",
+            "--maximize-best-checkpoint-metric"]
+
+
 def train_step(model: Model, data_bin: Path, user_dir: str, ckpt: Path, args: argparse.Namespace,
                seed: int, criterion: Sequence[str] = LABEL_SMOOTHED) -> Step:
     return Step("fairseq-train", [
         str(data_bin), "--user-dir", user_dir, "--task", "multimodal_translation", "-s", SOURCE, "-t", TARGET,
         *model_args(model, args), "--dropout", str(args.dropout),
-        "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "1.0", "--lr", str(args.lr),
+        "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", f"{args.clip_norm:g}", "--lr", str(args.lr),
         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup_updates), *criterion,
         "--batch-size", str(args.batch_size), "--max-update", str(args.max_update), "--seed", str(seed),
-        *device_args(args.device), *precision_args(args.precision), "--validate-interval", "100000",
-        "--save-interval", "100000",
-        "--validate-interval-updates", str(args.validate_every), "--save-interval-updates", str(args.validate_every),
-        "--keep-interval-updates", "1", "--no-epoch-checkpoints",
-        "--eval-bleu", "--eval-bleu-args",
-        json.dumps({"beam": 1, "max_len_a": args.max_len_a, "max_len_b": args.max_len_b}), "--eval-bleu-remove-bpe", "sentencepiece",
-        "--eval-tokenized-bleu", "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
+        *device_args(args.device), *precision_args(args.precision), *checkpoint_args(args),
         "--num-workers", "0", "--log-format", "simple", "--log-interval", "50", "--save-dir", str(ckpt)])
 
 
@@ -183,7 +216,7 @@ def decode(model_run: ModelRun, stem: str) -> dict:
     ``eval/<name>/shuffled/data-bin.<split>`` (the data-bin's files linked, the split's second
     source permuted by the seed), which stays so that the recorded command runs again as is."""
     model, args, data_bin = model_run.model, model_run.args, model_run.seed_dir / "data-bin"
-    split, best, out = split_name(stem), model_run.checkpoint_dir / "checkpoint_best.pt", model_run.eval_dir
+    split, best, out = split_name(stem), tested_checkpoint(model_run), model_run.eval_dir
     start = time.time()
     steps = [generate_step(model, data_bin, model_run.user_dir, best, out, args, split)]
     run(steps[0])
@@ -199,10 +232,24 @@ def decode(model_run: ModelRun, stem: str) -> dict:
     return {"split": split, "eval_wall_s": time.time() - start, "commands": [step.shell for step in steps]}
 
 
+def validation_bleu(model_run: ModelRun, log: str) -> List[List[float]]:
+    """The run's validation curve ``[[updates, BLEU], …]``: of its averaged epoch checkpoints
+    (multi30k_averaging.py, which also writes the tested average), or, with ``--average-last 0``,
+    the greedy BLEU its training log records."""
+    if not model_run.args.average_last:
+        return validation_curve(log, "bleu")
+
+    def decode_valid(checkpoint: Path, out: Path) -> None:
+        run(generate_step(model_run.model, model_run.seed_dir / "data-bin", model_run.user_dir, checkpoint, out,
+                          model_run.args, "valid"))
+
+    return averaged_curve(model_run, decode_valid, data_file(model_run.args.data, VALID, TARGET))
+
+
 def finish_model(model_run: ModelRun) -> None:
     """Train (or resume training) the model unless its results file exists, then decode every
-    test set it has not been decoded on; ``results/<name>.json`` is written after training and
-    after each test set."""
+    test set it has not been decoded on; ``results/<name>.json`` is written after training (and
+    the validation curve) and after each test set."""
     out = model_run.eval_dir
     out.mkdir(parents=True, exist_ok=True)
     record = model_run.record()
@@ -222,7 +269,7 @@ def finish_model(model_run: ModelRun) -> None:
         model = model_run.model
         record = {"name": model_run.name, "strategy": model.strategy, "second_source": model.extra, "pair": model.pair,
                   "seed": model_run.seed, "updates": model_run.args.max_update,
-                  "valid_bleu": validation_curve(log, "bleu"), "train_wall_s": training_seconds(log),
+                  "valid_bleu": validation_bleu(model_run, log), "train_wall_s": training_seconds(log),
                   "trained_on": training_machines(log),
                   "train_command": train.shell,
                   "settings": model_run.settings, "test_sets": {}}
@@ -294,7 +341,7 @@ class Invocation:
         ``one_seed``: what decides a verdict with one seed."""
         args, context = self.args, self.context
         first_seed = context.seeds[0][0]
-        rule = BLEU_PLATEAU.describe(args.validate_every, args.max_update, stops=False)
+        rule = protocol_text(args)[1]
         trained_on = {f"{r.name} seed {r.seed}": r.record().get("trained_on", [NOT_RECORDED]) for r in trained}
         header = run_header(args, [seed for seed, _ in context.seeds], shlex.join(["python", self.script, *self.argv]),
                             budget, rule, "", one_seed, trained_on)
@@ -362,8 +409,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     def write(table: RunTable, data_steps: Sequence[Step]) -> List[Path]:
         from multi30k_results import write_results
 
-        budget = (f"{args.max_update} updates of {args.batch_size} sentences per model, greedy validation BLEU every "
-                  f"{args.validate_every} updates; the checkpoint of the best validation BLEU is tested")
+        budget = f"{args.max_update} updates of {args.batch_size} sentences per model, {protocol_text(args)[0]}"
         references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
         return write_results(table, context.results, invocation.describe(data_steps, budget, table.trained), references)
 

@@ -123,7 +123,7 @@ def test_set_section(stem: str, rows: List[dict], reference: str, sentences: int
                      f"{length_check(row, base)} |")
     lines += ["", "Per seed:", "",
               "| model | seed | BLEU | chrF | length ratio | BP | BLEU without BP | BLEU, 2nd source shuffled | "
-              "best val BLEU (greedy) @ update | train min | eval min | hypotheses |",
+              "best val BLEU @ update | train min | eval min | hypotheses |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for seed, s in sorted(row["per_seed"].items()):
@@ -145,8 +145,8 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
         f"- Data: Multi30k task 1 (Elliott et al., 2016), lc.norm.tok files, {sentences['train']}/{sentences['val']} "
         "sentences (train / val); test sets: " + ", ".join(f"{s} ({sentences[s]})" for s in run["test_sets"]),
         f"- Settings (the same for every model and seed): {json.dumps(run['settings'])}", "",
-        "BLEU and chrF: sacreBLEU on each test set, beam search from the checkpoint with the best greedy validation "
-        "BLEU; hypotheses with the sentencepiece pieces removed (lowercased, Moses-tokenised text) against the "
+        "BLEU and chrF: sacreBLEU on each test set, beam search from the tested model (the budget above says which); "
+        "hypotheses with the sentencepiece pieces removed (lowercased, Moses-tokenised text) against the "
         "lc.norm.tok references with `--tokenize none`, the form in which papers report Multi30k BLEU. \"shuffled\": "
         "the same model re-decoded with the second source permuted across the test set (as fairseq-ctx-adversarial "
         "does); drop = BLEU − BLEU shuffled. With several seeds: mean ± sd (sample sd) over seeds.", "",
@@ -168,7 +168,7 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
               f"of its stretches, up to its last logged line); "
               f"this invocation {_minutes(run['this_invocation_wall_s'])} min.", "",
               f"Plot: {STEM}.png (first test set: mean test BLEU per model with its sd over seeds, text-only as the "
-              f"reference line; greedy validation BLEU per update, one line per seed). Per-model commands: {STEM}.json."]
+              f"reference line; validation BLEU per update, one line per seed). Per-model commands: {STEM}.json."]
     return "\n".join(lines) + "\n"
 
 
@@ -200,7 +200,7 @@ def plot(rows: List[dict], convergence_rows: List[dict], path: Path) -> None:
                         label=row["name"] if first else None,
                         linestyle="--" if row["second_source"] is None else "-")
     curves.set_xlabel("updates")
-    curves.set_ylabel("validation BLEU (greedy)")
+    curves.set_ylabel("validation BLEU")
     if curves.get_legend_handles_labels()[0]:  # a table written before any run has a curve has no legend
         curves.legend(fontsize=7, ncol=2)
     figure.tight_layout()

@@ -16,7 +16,7 @@ from multi30k_data import DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET
 
 LABEL_SMOOTHED = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
 # what a results file written before these settings existed was run with
-EARLIER_DEFAULTS = {"precision": "fp32", "spm_langs": SPM_LANGS}
+EARLIER_DEFAULTS = {"precision": "fp32", "spm_langs": SPM_LANGS, "clip_norm": 1.0, "average_last": 0, "curve_every": 5}
 NOT_SETTINGS = {"workers"}  # recorded by earlier versions; does not change a result
 
 

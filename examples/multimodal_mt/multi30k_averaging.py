@@ -1,0 +1,79 @@
+"""The tested model of the Multi30k recipes with ``--average-last N``: the parameter average of the
+last N epoch checkpoints (Wu et al., 2021, the last 10), and the validation curve of such averages,
+which the plateau rule judges: the average of the N checkpoints ending at epoch N, N + k, …, and
+the last epoch (k = ``--curve-every``), each decoded on the validation split with the test's beam
+search and scored as the test sets are. Each point's output is kept in ``eval/<name>/curve/epoch<E>/``
+(written anew after each training); the last point's average is the tested model,
+``checkpoints/<name>/checkpoint_averaged.pt``.
+"""
+import re
+import shutil
+from pathlib import Path
+from typing import Callable, Dict, List
+
+from devtools.plateau_rule import checkpoint_updates
+from devtools.checkpoint_averaging import average_checkpoints
+from multi30k_evaluation import export_hypotheses, read_lines, test_scores
+from multi30k_runs import ModelRun
+
+EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt")
+AVERAGED = "checkpoint_averaged.pt"
+BEST = "checkpoint_best.pt"
+
+
+def tested_checkpoint(model_run: ModelRun) -> Path:
+    """The checkpoint the test sets are decoded with: the average, or (``--average-last 0``) the best."""
+    return model_run.checkpoint_dir / (AVERAGED if model_run.args.average_last else BEST)
+
+
+def epoch_checkpoints(directory: Path) -> Dict[int, Path]:
+    """fairseq-train's end-of-epoch checkpoints in ``directory``: ``{epoch: checkpoint<epoch>.pt}``."""
+    found = {}
+    for path in directory.glob("checkpoint*.pt"):
+        match = EPOCH_CHECKPOINT.fullmatch(path.name)
+        if match:
+            found[int(match.group(1))] = path
+    return found
+
+
+def curve_epochs(last_epoch: int, window: int, every: int) -> List[int]:
+    """The epochs whose ``window``-checkpoint average the curve validates: ``window``, ``window + every``, …, and the last."""
+    epochs = list(range(window, last_epoch + 1, every))
+    return epochs if epochs and epochs[-1] == last_epoch else [*epochs, last_epoch]
+
+
+def window_checkpoints(checkpoints: Dict[int, Path], epoch: int, window: int, run_name: str) -> List[str]:
+    """The ``window`` epoch checkpoints ending at ``epoch``; exits naming the first one missing."""
+    chosen = list(range(epoch - window + 1, epoch + 1))
+    missing = [e for e in chosen if e not in checkpoints]
+    if missing:
+        raise SystemExit(f"{run_name}: checkpoint{missing[0]}.pt is missing from the run's checkpoints; the average of "
+                         f"epochs {chosen[0]}–{epoch} needs every one (train the run again, or give a smaller "
+                         f"--average-last)")
+    return [str(checkpoints[e]) for e in chosen]
+
+
+def averaged_curve(model_run: ModelRun, decode_valid: Callable[[Path, Path], None], reference: str) -> List[List[float]]:
+    """The curve ``[[updates, BLEU], …]`` of the run's averaged checkpoints on the validation split
+    (``decode_valid(checkpoint, out)`` writes ``out/generate-valid.txt``; ``reference``: its
+    reference file); the last point's average becomes the tested checkpoint."""
+    window, every = model_run.args.average_last, model_run.args.curve_every
+    checkpoints = epoch_checkpoints(model_run.checkpoint_dir)
+    if not checkpoints or max(checkpoints) < window:
+        raise SystemExit(f"{model_run.name}: training ended after {max(checkpoints, default=0)} epoch(s), fewer than "
+                         f"--average-last {window}; give more --max-update or a smaller --average-last")
+    last = max(checkpoints)
+    references = read_lines(Path(reference))
+    shutil.rmtree(model_run.eval_dir / "curve", ignore_errors=True)
+    (model_run.eval_dir / "curve").mkdir(parents=True)
+    curve = []
+    for epoch in curve_epochs(last, window, every):
+        out = model_run.eval_dir / "curve" / f"epoch{epoch}"
+        averaged = tested_checkpoint(model_run) if epoch == last else out.with_name(f"epoch{epoch}.averaged.pt")
+        average_checkpoints(window_checkpoints(checkpoints, epoch, window, model_run.name), str(averaged))
+        decode_valid(averaged, out)
+        if epoch != last:
+            averaged.unlink()
+        hypotheses = export_hypotheses(out / "generate-valid.txt", reference, out / "hypotheses.txt")
+        curve.append([checkpoint_updates(checkpoints[epoch]), test_scores(hypotheses, references)["bleu"]])
+    return curve
