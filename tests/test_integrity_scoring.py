@@ -86,9 +86,33 @@ def test_empty_references_are_refused(tmp_path):
             "empty.out: 1 of its 4 references are empty (first: sentence 2); an empty reference cannot be matched by "
             "any translation")):
         score_cli.main([write(tmp_path / "empty.out", lines), "--no-comet"])
-    with pytest.raises(SystemExit, match=r"--ref .*refs: 1 of its 3 references are empty \(first: line 2\)"):
+    # plain files: blank in the reference only is an error; blank in both is a document boundary
+    with pytest.raises(SystemExit, match=r"--ref .*refs: line 2 is blank but line 2 of --hyp .*hyps is not \(1 such "
+                                         r"lines\); a document boundary is a line blank in both files"):
         score_cli.main(["--hyp", write(tmp_path / "hyps", ["a b", "c d", "e f"]),
                         "--ref", write(tmp_path / "refs", ["a b", "", "e f"]), "--no-comet"])
+
+
+def test_document_files_are_scored_on_their_sentences_with_document_bleu(tmp_path, capsys):
+    """fairseq-ctx-translate-doc's output and its reference: a blank line between documents on both
+    sides. The sentence scores are those of the sentences alone; d-BLEU is BLEU over the documents
+    joined into one segment each, as sacreBLEU gives it, with the signature."""
+    import sacrebleu
+
+    hyps = ["the cat sat on the mat", "it was red", "", "a dog ran far away", "", "birds fly south now", "x"]
+    refs = ["the cat sat on the mat", "it was blue", "", "a dog ran very far", "", "birds fly south in winter", "y z"]
+    score_cli.main(["--hyp", write(tmp_path / "doc.hyp", hyps), "--ref", write(tmp_path / "doc.ref", refs),
+                    "--no-comet", "--json", str(tmp_path / "scores.json")])
+    out = capsys.readouterr().out
+    sentences = [(h, r) for h, r in zip(hyps, refs) if r]
+    expected = sacrebleu.corpus_bleu([h for h, _ in sentences], [[r for _, r in sentences]])
+    documents = [(" ".join(h), " ".join(r)) for h, r in (((hyps[0], hyps[1]), (refs[0], refs[1])),
+                                                          ((hyps[3],), (refs[3],)), ((hyps[5], hyps[6]), (refs[5], refs[6])))]
+    d_bleu = sacrebleu.corpus_bleu([h for h, _ in documents], [[r for _, r in documents]])
+    result = json.loads((tmp_path / "scores.json").read_text())
+    assert result["sentences"] == 5 and result["bleu"] == pytest.approx(expected.score)
+    assert result["documents"] == 3 and result["d_bleu"] == pytest.approx(d_bleu.score)
+    assert "d-BLEU (3 documents, each one segment): BLEU|nrefs:1|" in out and result["d_bleu_signature"] in out
 
 
 def test_subset_bleu_refuses_overlapping_and_repeated_ids(tmp_path):

@@ -7,7 +7,10 @@ files, one sentence per line (--hyp, --ref, --src); sentencepiece pieces are rem
 fairseq-generate --post-process sentencepiece does. A generate output scored on its own must
 cover its whole split (no sentence id missing, as many hypotheses as its last line says were
 translated): a cut-off output is refused with the counts, or scored with a warning under
---allow-partial. Empty references are refused.
+--allow-partial. Empty references are refused; in plain files (--hyp, --ref) a line blank in
+both is a document boundary, as fairseq-ctx-translate-doc writes them: the sentence scores leave
+it out and, with two documents or more, d-BLEU (sacreBLEU's BLEU over the documents, each one
+segment) is printed with its signature.
 
 With --context-key (answer key, one line per test sentence, ``expected|alternative,alternative``
 or empty): sacreBLEU's BLEU of the H- lines as they are (tokenized, like the generated corpus;
@@ -27,7 +30,8 @@ import json
 import sys
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
-from fairseq_ctx.core.scoring import DEFAULT_COMET_MODEL, REMOVE_BPE, load_translations, score, translation_scores
+from fairseq_ctx.core.scoring import (DEFAULT_COMET_MODEL, REMOVE_BPE, document_bleu, load_translations, score,
+                                      split_documents, translation_scores)
 
 
 def main(argv=None) -> None:
@@ -87,13 +91,19 @@ def _translation_scores(args: argparse.Namespace) -> dict:
     try:
         hyps, refs, srcs = load_translations(args.generate_output, args.hyp, args.ref, args.src, args.remove_bpe,
                                              on_partial=partial if args.allow_partial else None)
+        documents = split_documents(hyps, refs, srcs, f"--hyp {args.hyp}", f"--ref {args.ref}") if args.hyp else None
     except (ValueError, OSError) as err:
         sys.exit(f"fairseq-ctx-score: {err}")
+    if documents is not None:
+        hyps, refs, srcs = documents.hypotheses, documents.references, documents.sources
     result = translation_scores(hyps, refs, srcs, args.tokenize, None if args.no_comet else args.comet_model)
     if warnings:
         result["partial"] = warnings[0]
     print(result["bleu_line"])
     print(result["chrf_line"])
+    if documents is not None and len(documents.spans) > 1:
+        result.update(document_bleu(documents, args.tokenize))
+        print(result["d_bleu_line"])
     if "comet" in result:
         print(f"COMET ({result['comet_model']}) = {result['comet']:.4f}")
     else:

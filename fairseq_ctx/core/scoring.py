@@ -5,6 +5,12 @@
 BLEU, chrF and COMET are computed on detokenized text: hypotheses from the ``D-`` lines of
 ``fairseq-generate`` (``H-`` when there are none), references from ``T-`` lines or a plain
 file, sentencepiece pieces removed as ``fairseq-generate --post-process sentencepiece`` does.
+
+Document files (``fairseq-ctx-translate-doc`` output and its reference, one sentence per line, a
+blank line between documents): a line blank in both is a document boundary, left out of the
+sentence scores; a reference blank where the hypothesis is not stays an error. Their d-BLEU is
+sacreBLEU's BLEU over the documents, each joined into one segment (the document-level BLEU of
+the document-MT literature, e.g. Liu et al., 2020, mBART), printed with its signature.
 """
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -93,6 +99,54 @@ def _from_generate_output(path: str, need_refs: bool, need_sources: bool, aligne
     return [hypotheses[i] for i in ids], refs, sources
 
 
+class Documents(NamedTuple):
+    """Sentences of document files with their boundaries: ``spans`` are (first, end) indices
+    into the sentence lists, one per document."""
+
+    hypotheses: List[str]
+    references: List[str]
+    sources: Optional[List[str]]
+    spans: List[Tuple[int, int]]
+
+
+def split_documents(hypotheses: Sequence[str], references: Sequence[str], sources: Optional[Sequence[str]],
+                    hyp_name: str, ref_name: str) -> Documents:
+    """The sentences of aligned document files without the lines blank in both hypotheses and
+    references (document boundaries), and the documents those lines separate. A reference blank
+    where the hypothesis is not is an error naming the line."""
+    one_sided = [i for i, (hyp, ref) in enumerate(zip(hypotheses, references)) if not ref.strip() and hyp.strip()]
+    if one_sided:
+        raise ScoringInputError(f"{ref_name}: line {one_sided[0] + 1} is blank but line {one_sided[0] + 1} of "
+                                f"{hyp_name} is not ({len(one_sided)} such lines); a document boundary is a line blank "
+                                f"in both files, so give that sentence's reference")
+    kept: List[int] = []
+    spans: List[Tuple[int, int]] = []
+    start = 0
+    for index, ref in enumerate(references):
+        if ref.strip():
+            kept.append(index)
+        elif len(kept) > start:
+            spans.append((start, len(kept)))
+            start = len(kept)
+    if len(kept) > start:
+        spans.append((start, len(kept)))
+    if not kept:
+        raise ScoringInputError(f"{ref_name} has no sentence: every line is blank")
+    pick = (lambda lines: [lines[i] for i in kept])
+    return Documents(pick(hypotheses), pick(references), None if sources is None else pick(sources), spans)
+
+
+def document_bleu(documents: Documents, tokenize: Optional[str] = None) -> Dict[str, object]:
+    """d-BLEU: sacreBLEU's corpus BLEU over the documents, each one segment of its sentences
+    joined by spaces, with the signature and formatted line."""
+    joined = [(" ".join(documents.hypotheses[a:b]), " ".join(documents.references[a:b])) for a, b in documents.spans]
+    bleu, _ = sacrebleu_metrics(tokenize)
+    result = bleu.corpus_score([hyp for hyp, _ in joined], [[ref for _, ref in joined]])
+    signature = str(bleu.get_signature())
+    return {"documents": len(joined), "d_bleu": result.score, "d_bleu_signature": signature,
+            "d_bleu_line": f"d-BLEU ({len(joined)} documents, each one segment): {result.format(signature=signature)}"}
+
+
 def load_translations(generate_output: Optional[str] = None, hyp: Optional[str] = None, ref: Optional[str] = None,
                       src: Optional[str] = None, symbol: str = "auto",
                       on_partial: Optional[Callable[[str], None]] = None) -> Translations:
@@ -101,7 +155,8 @@ def load_translations(generate_output: Optional[str] = None, hyp: Optional[str] 
     sentence per line); plain files take the place of the output's lines of that kind. A
     generate output that does not cover its split (cut off, sentences left out) is an error, or,
     with ``on_partial``, scored as it is after ``on_partial`` is told what is missing; an empty
-    reference is an error."""
+    reference of a generate output is an error (with ``--hyp``, blank lines are left in for
+    :func:`split_documents`)."""
     if (generate_output is None) == (hyp is None):
         raise ScoringInputError("give either a fairseq-generate output or --hyp (a file of hypotheses), not both")
     if hyp is not None:
@@ -115,7 +170,8 @@ def load_translations(generate_output: Optional[str] = None, hyp: Optional[str] 
         counts = [(generate_output, len(hyps))]
     if ref is not None:
         refs = _read_lines(ref, "--ref")
-        check_references(refs, f"--ref {ref}")
+        if hyp is None:
+            check_references(refs, f"--ref {ref}")
         counts.append((f"--ref {ref}", len(refs)))
     if src is not None:
         sources = _read_lines(src, "--src")
