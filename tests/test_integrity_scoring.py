@@ -207,3 +207,26 @@ def test_context_accuracy_needs_the_whole_split_and_a_key_line_per_sentence(outp
             f"sentence of the split (empty for a sentence that does not depend on context)")):
         score_cli.main([whole, "--context-key", short])
     score_cli.main([whole, "--context-key", key])
+
+
+def test_sentence_ids_score_only_the_sentences_of_a_one_line_context_split(tmp_path, capsys):
+    """prepare-docs --src-context puts each sentence after its context line and writes the 0-based
+    line of each sentence to PREFIX.sentence_ids; fairseq-generate translates every line. Scored
+    with --sentence-ids, only the sentences count, and the count is stated."""
+    import sacrebleu
+
+    lines = generate_lines(range(6))
+    ids = write(tmp_path / "test.sentence_ids", ["1", "3", "5"])
+    score_cli.main([write(tmp_path / "gen.out", lines), "--sentence-ids", ids, "--no-comet",
+                    "--json", str(tmp_path / "scores.json")])
+    assert "scoring 3 of the 6 translated sentences (--sentence-ids" in capsys.readouterr().out
+    hyps = {int(l.split("\t")[0][2:]): l.split("\t")[2] for l in lines if l.startswith("D-")}
+    refs = {int(l.split("\t")[0][2:]): l.split("\t")[1] for l in lines if l.startswith("T-")}
+    expected = sacrebleu.corpus_bleu([hyps[i] for i in (1, 3, 5)], [[refs[i] for i in (1, 3, 5)]])
+    result = json.loads((tmp_path / "scores.json").read_text())
+    assert result["sentences"] == 3 and result["bleu"] == pytest.approx(expected.score)
+    for bad, message in ((["1", "6"], r"line 2: '6' is not a sentence id of the 6 translated sentences \(0-based"),
+                         (["2", "2"], "names a sentence twice")):
+        with pytest.raises(SystemExit, match=message):
+            score_cli.main([write(tmp_path / "gen.out", lines), "--sentence-ids", write(tmp_path / "bad", bad),
+                            "--no-comet"])

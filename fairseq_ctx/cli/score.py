@@ -10,7 +10,9 @@ translated): a cut-off output is refused with the counts, or scored with a warni
 --allow-partial. Empty references are refused; in plain files (--hyp, --ref) a line blank in
 both is a document boundary, as fairseq-ctx-translate-doc writes them: the sentence scores leave
 it out and, with two documents or more, d-BLEU (sacreBLEU's BLEU over the documents, each one
-segment) is printed with its signature.
+segment) is printed with its signature. --sentence-ids scores only the sentences it names
+(0-based ids), e.g. those of a one-line-context split that fairseq-generate translated together
+with its context lines.
 
 With --context-key (answer key, one line per test sentence, ``expected|alternative,alternative``
 or empty): sacreBLEU's BLEU of the H- lines as they are (tokenized, like the generated corpus;
@@ -30,8 +32,8 @@ import json
 import sys
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
-from fairseq_ctx.core.scoring import (DEFAULT_COMET_MODEL, REMOVE_BPE, document_bleu, load_translations, score,
-                                      split_documents, translation_scores)
+from fairseq_ctx.core.scoring import (DEFAULT_COMET_MODEL, REMOVE_BPE, document_bleu, load_translations,
+                                      read_sentence_ids, score, split_documents, translation_scores)
 
 
 def main(argv=None) -> None:
@@ -51,6 +53,11 @@ def main(argv=None) -> None:
     parser.add_argument("--allow-partial", action="store_true",
                         help="score a generate output that does not cover its whole split (cut off, or sentences "
                              "left out) with a warning giving the counts, instead of refusing it")
+    parser.add_argument("--sentence-ids",
+                        help="score only these sentences: a file of 0-based sentence ids (fairseq's ids, the line "
+                             "number minus one), one per line, e.g. the PREFIX.sentence_ids that fairseq-ctx-prepare-docs "
+                             "--src-context writes, which picks the sentences out of a split whose context lines were "
+                             "translated with them")
     parser.add_argument("--json", help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
     refuse_overwriting(parser, {"--json": args.json}, {
@@ -91,6 +98,11 @@ def _translation_scores(args: argparse.Namespace) -> dict:
     try:
         hyps, refs, srcs = load_translations(args.generate_output, args.hyp, args.ref, args.src, args.remove_bpe,
                                              on_partial=partial if args.allow_partial else None)
+        if args.sentence_ids:
+            chosen = read_sentence_ids(args.sentence_ids, len(hyps))
+            print(f"scoring {len(chosen)} of the {len(hyps)} translated sentences (--sentence-ids {args.sentence_ids})")
+            hyps, refs = [hyps[i] for i in chosen], [refs[i] for i in chosen]
+            srcs = None if srcs is None else [srcs[i] for i in chosen]
         documents = split_documents(hyps, refs, srcs, f"--hyp {args.hyp}", f"--ref {args.ref}") if args.hyp else None
     except (ValueError, OSError) as err:
         sys.exit(f"fairseq-ctx-score: {err}")

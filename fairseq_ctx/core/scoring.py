@@ -147,6 +147,21 @@ def document_bleu(documents: Documents, tokenize: Optional[str] = None) -> Dict[
             "d_bleu_line": f"d-BLEU ({len(joined)} documents, each one segment): {result.format(signature=signature)}"}
 
 
+def read_sentence_ids(path: str, sentences: int) -> List[int]:
+    """The sentence ids of ``path``, one per line, 0-based (fairseq's sentence ids, the line numbers
+    minus one), as ``fairseq-ctx-prepare-docs --src-context`` writes ``PREFIX.sentence_ids``: each a
+    whole number below ``sentences``, each once."""
+    ids = []
+    for number, line in enumerate(_read_lines(path, "--sentence-ids"), start=1):
+        if not line.strip().isdigit() or int(line) >= sentences:
+            raise ScoringInputError(f"--sentence-ids {path}, line {number}: {line.strip()!r} is not a sentence id of "
+                                    f"the {sentences} translated sentences (0-based whole numbers, 0..{sentences - 1})")
+        ids.append(int(line))
+    if len(set(ids)) != len(ids):
+        raise ScoringInputError(f"--sentence-ids {path} names a sentence twice; give each id once")
+    return ids
+
+
 def load_translations(generate_output: Optional[str] = None, hyp: Optional[str] = None, ref: Optional[str] = None,
                       src: Optional[str] = None, symbol: str = "auto",
                       on_partial: Optional[Callable[[str], None]] = None) -> Translations:
