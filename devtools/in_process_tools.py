@@ -26,6 +26,7 @@ TOOLS = {
     "fairseq-train": ("fairseq_cli.train", "cli_main", True),
     "fairseq-generate": ("fairseq_cli.generate", "cli_main", True),
     "fairseq-interactive": ("fairseq_cli.interactive", "cli_main", True),
+    "fairseq-validate": ("fairseq_cli.validate", "cli_main", True),
     "fairseq-ctx-prepare-docs": ("fairseq_ctx.cli.prepare_docs", "main", False),
     "fairseq-ctx-translate-doc": ("fairseq_ctx.cli.translate_doc", "main", False),
     "fairseq-ctx-contrastive": ("fairseq_ctx.cli.contrastive", "main", False),

@@ -98,3 +98,43 @@ def test_a_relative_data_path_without_a_record_is_not_guessed(tiny_data, relativ
             f"its embedding rows are copied by symbol, so copy the dict.*.txt files of the data it was trained on "
             f"next to the checkpoint")):
         build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(old)])
+
+
+@pytest.mark.parametrize("tool", ["fairseq-generate", "fairseq-validate"])
+def test_stock_tools_refuse_a_data_directory_whose_dictionary_orders_the_words_otherwise(
+        tiny_data, relative_run, tool, tmp_path):
+    """fairseq-generate / -validate --path with the data directory of another corpus (same words,
+    other order): stock fairseq decodes with it (every embedding row given to another word);
+    with the plugin the task's dictionaries are checked against the checkpoint's first."""
+    checkpoint, other = relative_run
+    here = Dictionary.load(str(other / "dict.en.txt")).symbols
+    trained = Dictionary.load(str(tiny_data / "dict.en.txt")).symbols
+    index = next(i for i, (a, b) in enumerate(zip(here, trained)) if a != b)
+    options = ["--gen-subset", "test", "--beam", "2"]
+    if tool == "fairseq-validate":  # it reads the data directory the checkpoint names: make that the other corpus
+        state = torch.load(checkpoint, weights_only=True)
+        state["cfg"]["task"]["data"] = str(other)
+        state["extra_state"]["ContextTranslationTask"]["data"] = str(other)
+        checkpoint = tmp_path / "elsewhere.pt"
+        torch.save(state, checkpoint)
+        options = ["--valid-subset", "test"]
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"--path: the source dictionary read from {other} is not the one checkpoint {checkpoint} was trained "
+            f"with ({len(here) + 1} symbols here, {len(trained) + 1} in training; entry {index} is {here[index]!r} here "
+            f"and {trained[index]!r} in training)")):
+        call_tool(tool, [str(other), "--user-dir", USER_DIR, "--task", "context_translation", "--path",
+                         str(checkpoint), "--cpu", "--batch-size", "4", *options])
+
+
+def test_a_resumed_training_refuses_a_data_directory_with_other_dictionaries(relative_run, tmp_path):
+    checkpoint, other = relative_run
+    save_dir = tmp_path / "resumed"
+    shutil.copytree(checkpoint.parent, save_dir)
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"fairseq-train (resume): the source dictionary read from {other} is not the one the resumed checkpoint "
+            f"was trained with")):
+        call_tool("fairseq-train", [str(other), "--user-dir", USER_DIR, "--task", "context_translation",
+                                    "--context-size", "0", "--arch", "transformer", *TINY_MODEL,
+                                    *TRAIN[:TRAIN.index("--max-update")], "--max-update", "2",
+                                    *TRAIN[TRAIN.index("--max-update") + 2:],
+                                    "--save-dir", str(save_dir)])

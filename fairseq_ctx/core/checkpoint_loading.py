@@ -225,19 +225,38 @@ def check_dictionaries(state: Dict, path: str, purpose: str, dictionaries: Dict[
     """The ``source`` and ``target`` dictionaries read for checkpoint ``path`` (from ``where``) must
     be the ones it was trained with, when it records their fingerprints: its embedding rows are
     indexed by them, so other dictionaries would silently give every row to another word."""
+    check_recorded_dictionaries(recorded_task_state(state), f"checkpoint {path}", purpose, dictionaries, where)
+
+
+def first_difference(here: Sequence[str], trained: Sequence[str]) -> str:
+    """The first entry in which two symbol lists differ, in words."""
+    for index, (mine, theirs) in enumerate(zip(here, trained)):
+        if mine != theirs:
+            return f"entry {index} is {mine!r} here and {theirs!r} in training"
+    return f"the first {min(len(here), len(trained))} entries agree, then one of them ends"
+
+
+def check_recorded_dictionaries(recorded: Dict, checkpoint: str, purpose: str, dictionaries: Dict[str, object],
+                                where: str) -> None:
+    """``dictionaries`` (read from ``where``) against the fingerprints (and, when recorded, the
+    symbols) that our tasks record (``recorded``: ``core.resumable_task``); raises
+    :class:`CheckpointError` naming ``checkpoint``, ``where`` and the first differing entry."""
     from fairseq_ctx.core.resumable_task import dictionary_fingerprint
 
-    recorded = recorded_task_state(state).get("dictionaries") or {}
+    fingerprints = recorded.get("dictionaries") or {}
+    symbols = recorded.get("dictionary_symbols") or {}
     for side, dictionary in dictionaries.items():
-        expected, found = recorded.get(side), dictionary_fingerprint(dictionary)
+        expected, found = fingerprints.get(side), dictionary_fingerprint(dictionary)
         if expected is not None and expected != found:
-            trained = recorded_data_directory(state)
+            trained = recorded.get("data")
+            detail = (first_difference(dictionary.symbols, symbols[side]) if side in symbols
+                      else f"fingerprints {found} vs {expected}")
             raise CheckpointError(
-                f"{purpose}: the {side} dictionary read from {where} is not the one checkpoint {path} was trained with "
-                f"({found.split(':')[0]} symbols here, {expected.split(':')[0]} in training, fingerprints {found} vs "
-                f"{expected}): its embedding rows would belong to other words. Use the dictionaries of the data it was "
-                f"trained on" + (f" ({trained})" if trained else "") + " (pass --data DIR, or copy its dict.*.txt next "
-                f"to the checkpoint)")
+                f"{purpose}: the {side} dictionary read from {where} is not the one {checkpoint} was trained with "
+                f"({found.split(':')[0]} symbols here, {expected.split(':')[0]} in training; {detail}): its embedding "
+                f"rows would belong to other words. Use the dictionaries of the data it was trained on"
+                + (f" ({trained})" if trained else "") + " (pass that data directory, or binarize with "
+                f"fairseq-preprocess --srcdict/--tgtdict of its dict.*.txt)")
 
 
 def load_ensemble(path: str, tasks: Optional[Sequence[str]], purpose: str, arg_overrides: Optional[Dict] = None):

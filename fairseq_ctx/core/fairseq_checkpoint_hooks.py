@@ -22,6 +22,12 @@ nothing runs per training step).
   path)`` is shown the checkpoint's task config first, before any model is built (the file is
   still read once), so it can take the settings the model was trained with
   (``context_translation``: ``--context-size``, ``--target-context-size``).
+- Dictionaries: for every checkpoint ``--path`` loads into one of our tasks (``fairseq-generate``,
+  ``-interactive``, ``-validate``), the dictionaries the task read from the data directory must be
+  the ones the checkpoint records (``core.resumable_task``); stock fairseq would decode with other
+  ones, giving every embedding row to another word. A mismatch is refused before any model is
+  built, naming both and the first differing entry (``fairseq-train``'s resume: the task's
+  ``set_checkpoint_dict``).
 """
 import contextlib
 import contextvars
@@ -29,14 +35,16 @@ import inspect
 import logging
 import os
 import re
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
 from fairseq_ctx.core import atomic_checkpoint
-from fairseq_ctx.core.checkpoint_loading import CheckpointError, damage, load_state, training_progress
+from fairseq_ctx.core.checkpoint_loading import (CheckpointError, check_dictionaries, damage, load_state,
+                                                 task_and_arch, training_progress)
+from fairseq_ctx.core.resumable_task import ResumableTask
 from fairseq_ctx.core.wrapping import wrap
 
 logger = logging.getLogger(__name__)
@@ -79,17 +87,40 @@ def _load_model_ensemble_and_task(original, filenames, *args, **kwargs):
     call.apply_defaults()
     options = call.arguments
     with loading_for("--path"):
-        adopt = getattr(options["task"], "adopt_checkpoint_settings", None)
-        if adopt is not None and filenames:
+        task = options["task"]
+        single = len(filenames) == 1 and options["num_shards"] == 1
+        if not filenames or not (isinstance(task, ResumableTask) or (task is None and single)):
+            return original(**options)
+        states = []
+        for index, filename in enumerate(filenames):
             path = checkpoint_utils.get_maybe_sharded_checkpoint_filename(
-                filenames[0], options["suffix"], 0, options["num_shards"])
-            state = options["state"]
+                filename, options["suffix"], 0, options["num_shards"])
+            state = options["state"] if index == 0 else None
             if state is None:
                 state = checkpoint_utils.load_checkpoint_to_cpu(path, options["arg_overrides"])
-                if len(filenames) == 1 and options["num_shards"] == 1:
+                if single:
                     options["state"] = state  # fairseq reads the file once
-            adopt(saved_task_config(state), path)
-        return original(**options)
+            states.append((path, state))
+        adopt = getattr(task, "adopt_checkpoint_settings", None)
+        if adopt is not None:
+            adopt(saved_task_config(states[0][1]), states[0][0])
+        if task is not None:
+            check_task_dictionaries(task, states)
+            return original(**options)
+        loaded = original(**options)  # the task is built from the checkpoint's own settings (fairseq-validate)
+        if isinstance(loaded[-1], ResumableTask):
+            check_task_dictionaries(loaded[-1], states)
+        return loaded
+
+
+def check_task_dictionaries(task: "ResumableTask", states: Sequence[Tuple[str, Dict]]) -> None:
+    """The dictionaries ``task`` read against those each checkpoint ``(path, state)`` of the same
+    task records (a checkpoint of another task is refused by the task itself, naming its arch)."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    for path, state in states:
+        if TASK_REGISTRY.get(task_and_arch(state)[0]) is type(task):
+            check_dictionaries(state, path, "--path", task.dictionaries_read(), task.cfg.data)
 
 
 def saved_task_config(state: Dict):

@@ -16,10 +16,13 @@ Data directory and dictionaries. fairseq stores ``--data`` as given; a relative 
 tool run from another directory (or, worse, names another directory there), and fairseq records
 no working directory. The task records, through fairseq's task hook ``get_checkpoint_dict``, in
 ``extra_state[<task class name>]``: ``data``, the absolute data directory (resolved when
-training starts), and ``dictionaries``, a fingerprint of the source and target dictionaries
-the model's embedding rows follow (:func:`dictionary_fingerprint`); ``core.checkpoint_loading``
-uses the one to find the dictionaries and the other to check that they are the ones the model
-was trained with.
+training starts), ``dictionaries``, a fingerprint of the source and target dictionaries the
+model's embedding rows follow (:func:`dictionary_fingerprint`), and ``dictionary_symbols``, their
+symbols in order (so that a mismatch names its first differing entry); ``core.checkpoint_loading``
+uses the one to find the dictionaries and the others to check that they are the ones the model
+was trained with, for the package's tools, for stock fairseq-generate / -interactive / -validate
+(``--path``, through ``fairseq_checkpoint_hooks``) and for a resumed fairseq-train
+(:meth:`ResumableTask.set_checkpoint_dict`).
 
 Sharded decoding. ``fairseq-generate --num-shards N --shard-id K`` is documented to decode one
 of N shards of the split, but fairseq-generate passes the number of processes (and the rank) to
@@ -73,7 +76,22 @@ class ResumableTask:
     def get_checkpoint_dict(self) -> Dict[str, Dict[str, object]]:
         dictionaries = {"source": dictionary_fingerprint(self.source_dictionary),
                         "target": dictionary_fingerprint(self.target_dictionary)}
-        return {type(self).__name__: {"data": self.absolute_data, "dictionaries": dictionaries}}
+        symbols = {"source": list(self.source_dictionary.symbols), "target": list(self.target_dictionary.symbols)}
+        return {type(self).__name__: {"data": self.absolute_data, "dictionaries": dictionaries,
+                                      "dictionary_symbols": symbols}}
+
+    def set_checkpoint_dict(self, recorded: Dict[str, object]) -> None:
+        """fairseq-train's resume hands back what :meth:`get_checkpoint_dict` recorded, after the
+        model's weights are loaded and before any update: the dictionaries read from ``--data``
+        must be the ones the checkpoint's embedding rows follow."""
+        from fairseq_ctx.core.checkpoint_loading import check_recorded_dictionaries
+
+        check_recorded_dictionaries(recorded, "the resumed checkpoint", "fairseq-train (resume)",
+                                    self.dictionaries_read(), self.cfg.data)
+
+    def dictionaries_read(self) -> Dict[str, object]:
+        """The task's source and target dictionaries, as the checkpoint records them."""
+        return {"source": self.source_dictionary, "target": self.target_dictionary}
 
     def build_generator(self, models, args, *rest, **kwargs):
         """fairseq's generator, once its sizes are checked (:func:`check_generation_options`)."""
