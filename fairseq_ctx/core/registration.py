@@ -29,8 +29,9 @@ _state = {"registered": False, "registering": False}
 def _register() -> None:
     _state["registering"] = True
     try:
-        from fairseq_ctx.core import (
-            background_batches, checkpoint_safety, fairseq_checkpoint_hooks, fairseq_input_hooks, mixed_precision,
+        from fairseq_ctx.core import (  # noqa: F401  (fused_label_smoothing: registers its criterion)
+            background_batches, checkpoint_safety, fairseq_checkpoint_hooks, fairseq_input_hooks,
+            fused_label_smoothing, mixed_precision,
         )
 
         checkpoint_safety.allow_fairseq_checkpoints()
