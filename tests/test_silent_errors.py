@@ -18,7 +18,7 @@ from fairseq_ctx.cli import doc_classify, prepare_docs, translate_doc
 from fairseq_ctx.context.data.docids import DocumentIdError, read_docids
 from fairseq_ctx.context.sentence_init_rows import MIN_OVERLAP
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
-from fairseq_ctx.core.resumable_task import dictionary_fingerprint
+from fairseq_ctx.core.checkpoint_loading import dictionary_fingerprint
 from fairseq_ctx.core.text_input import TextEncodingError, utf8_lines
 from fairseq_ctx.embedding.distance_constraint import DistanceConstraintCriterion
 from fairseq_ctx.multisource.data.feature_file import FeatureInputError

@@ -7,6 +7,7 @@ itself loads a file with overwritten bytes silently), so an unreadable or damage
 checkpoint of another task fails before any model is built, with an error that names the file,
 says what is wrong and how to fix it. Weights-only loading stays on (see checkpoint_safety):
 torch's refusal of a pickle that would run code is passed on unchanged."""
+import hashlib
 import os
 import pickle
 import zipfile
@@ -221,6 +222,13 @@ def resolve_data_directory(state: Dict, path: str, purpose: str, arg_overrides: 
             f"(the data directory with the dictionaries)")
 
 
+def dictionary_fingerprint(dictionary) -> str:
+    """``{symbols}:{sha256 of the symbols in order, 16 hex digits}``: two dictionaries with the
+    same fingerprint map every symbol to the same embedding row."""
+    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()[:16]
+    return f"{len(dictionary)}:{digest}"
+
+
 def check_dictionaries(state: Dict, path: str, purpose: str, dictionaries: Dict[str, object], where: str) -> None:
     """The ``source`` and ``target`` dictionaries read for checkpoint ``path`` (from ``where``) must
     be the ones it was trained with, when it records their fingerprints: its embedding rows are
@@ -241,8 +249,6 @@ def check_recorded_dictionaries(recorded: Dict, checkpoint: str, purpose: str, d
     """``dictionaries`` (read from ``where``) against the fingerprints (and, when recorded, the
     symbols) that our tasks record (``recorded``: ``core.resumable_task``); raises
     :class:`CheckpointError` naming ``checkpoint``, ``where`` and the first differing entry."""
-    from fairseq_ctx.core.resumable_task import dictionary_fingerprint
-
     fingerprints = recorded.get("dictionaries") or {}
     symbols = recorded.get("dictionary_symbols") or {}
     for side, dictionary in dictionaries.items():

@@ -17,7 +17,7 @@ tool run from another directory (or, worse, names another directory there), and 
 no working directory. The task records, through fairseq's task hook ``get_checkpoint_dict``, in
 ``extra_state[<task class name>]``: ``data``, the absolute data directory (resolved when
 training starts), ``dictionaries``, a fingerprint of the source and target dictionaries the
-model's embedding rows follow (:func:`dictionary_fingerprint`), and ``dictionary_symbols``, their
+model's embedding rows follow (``checkpoint_loading.dictionary_fingerprint``), and ``dictionary_symbols``, their
 symbols in order (so that a mismatch names its first differing entry); ``core.checkpoint_loading``
 uses the one to find the dictionaries and the others to check that they are the ones the model
 was trained with, for the package's tools, for stock fairseq-generate / -interactive / -validate
@@ -34,7 +34,6 @@ Decoder sizes. ``build_generator`` refuses a beam, n-best list or length limit t
 decode (``core.generation_options``) before fairseq-generate, fairseq-interactive or the hub
 decodes anything.
 """
-import hashlib
 import inspect
 import logging
 import os
@@ -44,17 +43,11 @@ from fairseq.file_io import PathManager
 from fairseq.tasks import FairseqTask
 from omegaconf import OmegaConf
 
+from fairseq_ctx.core.checkpoint_loading import check_recorded_dictionaries, dictionary_fingerprint
 from fairseq_ctx.core.generation_options import check_generation_options
 
 logger = logging.getLogger(__name__)
 _BATCH_ITERATOR_SIGNATURE = inspect.signature(FairseqTask.get_batch_iterator)
-
-
-def dictionary_fingerprint(dictionary) -> str:
-    """``{symbols}:{sha256 of the symbols in order, 16 hex digits}``: two dictionaries with the
-    same fingerprint map every symbol to the same embedding row."""
-    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()[:16]
-    return f"{len(dictionary)}:{digest}"
 
 
 def absolute_data_path(data: str) -> str:
@@ -84,8 +77,6 @@ class ResumableTask:
         """fairseq-train's resume hands back what :meth:`get_checkpoint_dict` recorded, after the
         model's weights are loaded and before any update: the dictionaries read from ``--data``
         must be the ones the checkpoint's embedding rows follow."""
-        from fairseq_ctx.core.checkpoint_loading import check_recorded_dictionaries
-
         check_recorded_dictionaries(recorded, "the resumed checkpoint", "fairseq-train (resume)",
                                     self.dictionaries_read(), self.cfg.data)
 
