@@ -372,3 +372,16 @@ def test_doc_classify_and_plot_embeddings_read_through_the_same_checks(tmp_path,
         plot_embeddings.main(["--input", f"xa={tmp_path / 'train.xa.npy'}", "--output", str(tmp_path / "p.png")])
     assert stop.value.code == 2 and "train.xa.npy has NaN/inf values; first bad row 2" in capsys.readouterr().err
     assert not (tmp_path / "p.png").exists()
+
+
+def test_plot_embeddings_says_how_many_rows_it_leaves_out(tmp_path, capsys):
+    """--max-points keeps t-SNE affordable; a file with more rows is plotted in part, and the tool
+    says so (before, silently); 0 plots every row."""
+    pytest.importorskip("matplotlib")
+    np.save(tmp_path / "many.npy", np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32))
+    plot_embeddings.main(["--input", f"xa={tmp_path / 'many.npy'}", "--output", str(tmp_path / "part.png"),
+                          "--method", "pca", "--max-points", "25"])
+    assert f"plotting the first 25 of the 40 rows of {tmp_path / 'many.npy'}" in capsys.readouterr().err
+    plot_embeddings.main(["--input", f"xa={tmp_path / 'many.npy'}", "--output", str(tmp_path / "all.png"),
+                          "--method", "pca", "--max-points", "0"])
+    assert "plotting the first" not in capsys.readouterr().err and (tmp_path / "all.png").exists()
