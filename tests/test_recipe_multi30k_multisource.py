@@ -197,6 +197,14 @@ def test_the_default_protocol_tests_the_average_of_the_last_epoch_checkpoints(re
     assert "the mean of the validations in the last fifth of the updates" in table
     convergence = {row["name"]: row["plateau"] for row in summary["convergence_by_run"]}
     assert convergence["text-only"]["text"].startswith(f"not judged: {len(window_ends)} validation(s)")
+    # every curve point is sacreBLEU's BLEU of its kept validation hypotheses
+    record = summary["runs"]["text-only/seed1"]
+    kept = summary["curve_hypotheses"]["text-only/seed1"]
+    assert kept == [f"hypotheses/text-only.seed1.val.average_to_epoch{e}.de" for e in window_ends]
+    for name, (_, bleu) in zip(kept, record["valid_bleu"]):
+        printed = sacrebleu_cli(str(data / "val.lc.norm.tok.de"), "-i", str(results / name), "-m", "bleu",
+                                "--tokenize", "none", "-b", "-w", "2")
+        assert float(printed) == pytest.approx(bleu, abs=0.006)
 
 
 def test_each_seed_has_the_work_layout_of_a_one_seed_run(seeded):

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 from devtools.plateau_rule import checkpoint_updates
+from devtools.recipe_tools import write_whole
 from devtools.checkpoint_averaging import average_checkpoints
+from multi30k_data import TARGET
 from multi30k_evaluation import export_hypotheses, read_lines, test_scores
 from multi30k_runs import ModelRun
 
@@ -77,3 +79,15 @@ def averaged_curve(model_run: ModelRun, decode_valid: Callable[[Path, Path], Non
         hypotheses = export_hypotheses(out / "generate-valid.txt", reference, out / "hypotheses.txt")
         curve.append([checkpoint_updates(checkpoints[epoch]), test_scores(hypotheses, references)["bleu"]])
     return curve
+
+
+def export_curve_hypotheses(model_run: ModelRun, out_dir: Path) -> List[str]:
+    """Copy each curve point's validation hypotheses next to the tables, as
+    ``hypotheses/<name>.seed<N>.val.average_to_epoch<E>.de``; returns those names."""
+    names = []
+    points = [d for d in (model_run.eval_dir / "curve").glob("epoch*") if d.is_dir() and d.name[5:].isdigit()]
+    for directory in sorted(points, key=lambda d: int(d.name[5:])):
+        name = f"hypotheses/{model_run.name}.seed{model_run.seed}.val.average_to_epoch{directory.name[5:]}.{TARGET}"
+        write_whole(out_dir / name, (directory / "hypotheses.txt").read_text(encoding="utf-8"))
+        names.append(name)
+    return names

@@ -14,6 +14,7 @@ from devtools.seed_statistics import (HELD, NOT_HELD, SIGNIFICANCE, UNDECIDED, U
 from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
                                  convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
                                  score_decoded)
+from multi30k_averaging import export_curve_hypotheses
 from multi30k_runs import ModelRun, RunTable
 
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
@@ -168,7 +169,10 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
               f"of its stretches, up to its last logged line); "
               f"this invocation {_minutes(run['this_invocation_wall_s'])} min.", "",
               f"Plot: {STEM}.png (first test set: mean test BLEU per model with its sd over seeds, text-only as the "
-              f"reference line; validation BLEU per update, one line per seed). Per-model commands: {STEM}.json."]
+              f"reference line; validation BLEU per update, one line per seed). Per-model commands: {STEM}.json. "
+              f"Each point of a curve of averaged checkpoints is scored from "
+              f"hypotheses/<model>.seed<N>.val.average_to_epoch<E>.de against val.lc.norm.tok.de with the "
+              f"sacreBLEU command above."]
     return "\n".join(lines) + "\n"
 
 
@@ -226,6 +230,8 @@ def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[st
                     "test_sets": {stem: {"reference": Path(references[stem]).name, "direction": direction(rows),
                                          "models": rows} for stem, rows in sections.items()},
                     "runs": {f"{r.name}/seed{r.seed}": r.record() for r in table.trained},
+                    "curve_hypotheses": {f"{r.name}/seed{r.seed}": export_curve_hypotheses(r, out_dir)
+                                         for r in table.trained},
                     "unfinished": table.unfinished, "left_out": table.left_out}
     paths[0].write_text(json.dumps(summary_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(run, sections, references, table, converged), encoding="utf-8")
