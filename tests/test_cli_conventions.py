@@ -193,7 +193,7 @@ def test_every_import_order_registers_everything_and_allow_lists_checkpoints(ord
     assert report["ARCHS"].split(",") == plugin_archs()
     assert report["TASKS"].split(",") == ["context_translation", "multilingual_embedding", "multimodal_translation"]
     assert set(report["CRITERIONS"].split(",")) == {"cka_alignment", "head_diversity", "distance_constraint",
-                                                    "imagination"}
+                                                    "imagination", "fused_label_smoothed_cross_entropy"}
     assert report["ALLOWED"] == "True"
 
 

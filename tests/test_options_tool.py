@@ -76,3 +76,12 @@ def test_only_one_group_and_the_long_help(capsys):
                                  "--train-length-chunks"}
     long = printed_options(capsys, "--arch", "hmce", "--only", "criterion", "--long")
     assert "      epsilon for label smoothing, 0 means no label smoothing" in long.splitlines()
+
+
+def test_without_task_an_archs_own_task_is_listed(capsys):
+    """tmde's model is for multilingual_embedding, the hierarchical decoder's for multimodal_translation:
+    without --task their task's options are listed, not context_translation's."""
+    for arch, task, option in (("tmde", "multilingual_embedding", "--lang-pairs"),
+                               ("hierarchical_attention_decoder", "multimodal_translation", "--feature-inputs")):
+        assert printed_options(capsys, "--arch", arch) == printed_options(capsys, "--task", task, "--arch", arch)
+        assert option in printed_options(capsys, "--arch", arch)

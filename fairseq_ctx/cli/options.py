@@ -23,7 +23,9 @@ GROUPS = ("arch", "transformer", "task", "criterion")
 def main(argv=None) -> None:
     parser = tool_parser(__doc__)
     parser.add_argument("--arch", required=True, help="a registered architecture, e.g. hmce")
-    parser.add_argument("--task", default="context_translation", help="the task whose options are listed")
+    parser.add_argument("--task", help="the task whose options are listed (default: the task the arch's model is "
+                                       "for, e.g. multilingual_embedding for tmde; context_translation for an arch "
+                                       "that names none, such as fairseq's transformer)")
     parser.add_argument("--criterion", default="label_smoothed_cross_entropy",
                         help="the criterion whose options are listed")
     parser.add_argument("--only", choices=GROUPS, help="print one group: the arch's own options, the Transformer "
@@ -41,12 +43,22 @@ def main(argv=None) -> None:
 
     import fairseq_ctx  # noqa: F401
 
+    if args.task is None:
+        args.task = task_of_arch(args.arch)
     if args.all:
         print_fairseq_train_help(args.task, args.arch, args.criterion)
     from fairseq_ctx.cli.option_listing import format_groups, option_groups
 
     groups = [g for g in option_groups(args.arch, args.task, args.criterion) if args.only in (None, g.key)]
     print(format_groups(groups, long=args.long))
+
+
+def task_of_arch(arch: str) -> str:
+    """The task the model class of ``arch`` is for (its ``task_name``), else context_translation
+    (an arch that is not registered is refused by the listing, naming it)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    return getattr(ARCH_MODEL_REGISTRY.get(arch), "task_name", None) or "context_translation"
 
 
 def print_fairseq_train_help(task: str, arch: str, criterion: str) -> None:
