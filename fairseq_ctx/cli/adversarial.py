@@ -15,8 +15,9 @@ import json
 import os
 import sys
 
-from fairseq_ctx.cli.tool_args import (add_checkpoint_args, checkpoint_inputs, refuse_bad_generation, refuse_below_one,
-                                      refuse_overwriting, resolve_checkpoint_args, tool_parser)
+from fairseq_ctx.cli.tool_args import (add_checkpoint_args, add_multimodal_input_args, checkpoint_inputs,
+                                      refuse_bad_generation, refuse_below_one, refuse_overwriting,
+                                      resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-adversarial"
@@ -30,15 +31,7 @@ def main(argv=None) -> None:
     parser.add_argument("--gen-subset", default="test",
                         help="split of --data decoded unchanged and with each input shuffled (fairseq-generate "
                              "--gen-subset)")
-    parser.add_argument("--feature-inputs", default="",
-                        help="comma-separated dense inputs the model was trained with, {split}.{name}.npy in --data "
-                             "(the task's --feature-inputs, e.g. img); empty: none")
-    parser.add_argument("--extra-source-langs", default="",
-                        help="comma-separated extra source languages the model was trained with, binarized as "
-                             "{split}.{lang}-{tgt}.{lang} in --data (the task's --extra-source-langs); empty: none")
-    parser.add_argument("--extra-source-dict", default="shared",
-                        help="dictionary of the extra sources, as in training: 'shared' (the source dictionary) or "
-                             "'own' (dict.{lang}.txt in --data)")
+    add_multimodal_input_args(parser)
     parser.add_argument("-s", "--source-lang", help="source language, handed to fairseq-generate; needed when --data "
                         "holds several language pairs (else fairseq infers it from the file names)")
     parser.add_argument("-t", "--target-lang", help="target language, handed to fairseq-generate; needed to find an "

@@ -18,8 +18,8 @@ import json
 import os
 import sys
 
-from fairseq_ctx.cli.tool_args import (add_checkpoint_args, checkpoint_inputs, refuse_overwriting,
-                                      resolve_checkpoint_args, tool_parser)
+from fairseq_ctx.cli.tool_args import (add_checkpoint_args, add_multimodal_input_args, checkpoint_inputs,
+                                      refuse_overwriting, resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
 TOOL = "fairseq-ctx-attention-plot"
@@ -29,15 +29,7 @@ def main(argv=None) -> None:
     parser = tool_parser(__doc__)
     add_checkpoint_args(parser, data_help="data directory of --task multimodal_translation", path_alias=True)
     parser.add_argument("--gen-subset", default="test", help="binarized split of --data the sentences are taken from")
-    parser.add_argument("--feature-inputs", default="",
-                        help="comma-separated dense inputs the model was trained with, {split}.{name}.npy in --data "
-                             "(the task's --feature-inputs, e.g. img); empty: none")
-    parser.add_argument("--extra-source-langs", default="",
-                        help="comma-separated extra source languages the model was trained with, binarized as "
-                             "{split}.{lang}-{tgt}.{lang} in --data (the task's --extra-source-langs); empty: none")
-    parser.add_argument("--extra-source-dict", default="shared",
-                        help="dictionary of the extra sources, as in training: 'shared' (the source dictionary) or "
-                             "'own' (dict.{lang}.txt in --data)")
+    add_multimodal_input_args(parser)
     parser.add_argument("--sentences", default="0,1,2",
                         help="comma-separated sentence ids (fairseq's, from 0) of --gen-subset, one heatmap panel each")
     parser.add_argument("--layer", type=int, default=-1,

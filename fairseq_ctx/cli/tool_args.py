@@ -183,3 +183,16 @@ def load_translator(parser: argparse.ArgumentParser, args: argparse.Namespace, *
                         cpu=args.cpu, **generation)
     except (FileNotFoundError, CheckpointError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
+
+
+def add_multimodal_input_args(parser: argparse.ArgumentParser) -> None:
+    """The inputs of a multimodal_translation model besides its text, as it was trained with them."""
+    parser.add_argument("--feature-inputs", default="",
+                        help="comma-separated dense inputs the model was trained with, {split}.{name}.npy in --data "
+                             "(the task's --feature-inputs, e.g. img); empty: none")
+    parser.add_argument("--extra-source-langs", default="",
+                        help="comma-separated extra source languages the model was trained with, binarized as "
+                             "{split}.{lang}-{tgt}.{lang} in --data (the task's --extra-source-langs); empty: none")
+    parser.add_argument("--extra-source-dict", default="shared",
+                        help="dictionary of the extra sources, as in training: 'shared' (the source dictionary) or "
+                             "'own' (dict.{lang}.txt in --data)")
