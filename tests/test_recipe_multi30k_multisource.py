@@ -205,6 +205,62 @@ def test_the_default_protocol_tests_the_average_of_the_last_epoch_checkpoints(re
         printed = sacrebleu_cli(str(data / "val.lc.norm.tok.de"), "-i", str(results / name), "-m", "bleu",
                                 "--tokenize", "none", "-b", "-w", "2")
         assert float(printed) == pytest.approx(bleu, abs=0.006)
+    # with the work directory gone, the results folder alone reports the runs, curve points included
+    again = tmp_path / "again"
+    recipe.main([str(data), "--work", str(tmp_path / "new-work"), "--results", str(again), "--jobs", "1", "--models",
+                 "text-only,serial", "--pairs", "fr", "--max-update", "20", "--batch-size", "50",
+                 "--average-last", "3", "--curve-every", "1", *sizes, "--earlier-results", str(results)])
+    reported = json.loads((again / "multi30k_multisource.json").read_text())
+    assert not (tmp_path / "new-work" / "checkpoints").exists()
+    for key in ("test_sets", "convergence_by_run", "runs", "curve_hypotheses"):
+        assert reported[key] == summary[key], key
+    for name in kept:
+        assert (again / name).read_text() == (results / name).read_text()
+
+
+def test_runs_of_an_earlier_results_folder_stand_in_for_a_work_directory_that_is_gone(recipe, seeded, tmp_path):
+    """Seed 1's work directory gone, its runs come from the results folder they were reported in:
+    not trained again, and every number and verdict of the tables is that of the whole work directory."""
+    work, results = tmp_path / "work", tmp_path / "tables"
+    shutil.copytree(seeded.work / "seed2", work / "seed2")
+    recipe.main([*seeded.args, "--work", str(work), "--seeds", "1,2", "--jobs", "1",
+                 "--earlier-results", str(seeded.results), "--results", str(results)])
+    assert not (work / "seed1" / "checkpoints").exists()
+    summary = json.loads((results / "multi30k_multisource.json").read_text())
+    for key in ("test_sets", "convergence_by_run", "runs", "seeds", "curve_hypotheses", "convergence"):
+        assert summary[key] == seeded.summary[key], key
+    assert summary["unfinished"] == []
+    assert summary["earlier_results"]["runs"] == ["serial-fr/seed1", "text-only/seed1"]
+    kept = sorted(p.name for p in (seeded.results / "hypotheses").iterdir())
+    assert kept == sorted(p.name for p in (results / "hypotheses").iterdir())
+    for name in kept:  # the shuffled-French decodings of serial-fr included
+        assert (results / "hypotheses" / name).read_text() == (seeded.results / "hypotheses" / name).read_text()
+    table = (results / "multi30k_multisource.md").read_text()
+    assert f"Runs reported from an earlier results folder (`--earlier-results {seeded.results}`" in table
+    sections = lambda text: text[text.index("## Test set"):text.index("## Convergence")]  # noqa: E731
+    assert sections(table) == sections(seeded.table)
+
+
+def test_an_earlier_results_folder_of_other_settings_or_without_its_hypotheses_is_refused(recipe, seeded, tmp_path,
+                                                                                          capsys):
+    work = tmp_path / "refused"
+    common = [*seeded.args, "--work", str(work), "--seeds", "1", "--jobs", "1"]
+    for extra, message in (
+            (["--earlier-results", str(seeded.results), "--lr", "5e-3"],
+             "multi30k_multisource.json was written by runs with other settings (lr: 0.01 there, 0.005 now)"),
+            (["--earlier-results", str(seeded.results), "--results", str(seeded.results)],
+             f"--results {seeded.results.resolve()} is the --earlier-results folder"),
+            (["--earlier-results", str(tmp_path)], f"--earlier-results {tmp_path}: no multi30k_multisource.json there")):
+        with pytest.raises(SystemExit):
+            recipe.main([*common, *extra])
+        assert message in capsys.readouterr().err
+    partial = tmp_path / "partial"
+    shutil.copytree(seeded.results, partial)
+    (partial / "hypotheses" / "serial-fr.seed2.test_2016_flickr.shuffled.de").unlink()
+    with pytest.raises(SystemExit):
+        recipe.main([*common, "--earlier-results", str(partial)])
+    assert f"{partial}/hypotheses/serial-fr.seed2.test_2016_flickr.shuffled.de is missing: " in capsys.readouterr().err
+    assert not (work / "seed1" / "data-bin").exists()
 
 
 def test_each_seed_has_the_work_layout_of_a_one_seed_run(seeded):

@@ -34,8 +34,9 @@ from multi30k_multisource import (OLD_PROTOCOL, Invocation, RunContext, add_mode
 from devtools.recipe_runs import seed_option  # noqa: E402
 from devtools.recipe_tools import Step, run, write_json  # noqa: E402
 from heads_baseline import BASELINE, adopt_baseline, source_problem  # noqa: E402
-from heads_earlier import EarlierResults, read_earlier_results  # noqa: E402
+from heads_earlier import SUMMARY, read_earlier_results  # noqa: E402
 from multi30k_data import TARGET, data_file  # noqa: E402
+from multi30k_earlier import add_earlier_results_option, load_earlier_results, skipping_earlier  # noqa: E402
 from multi30k_runs import Model, ModelRun, RunTable, missing_work  # noqa: E402
 
 SCRIPT = "examples/cka/multi30k_heads.py"
@@ -58,10 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the --work of examples/multimodal_mt/multi30k_multisource.py: each seed's baseline is "
                              "that recipe's text-only run of the seed, not trained again (the same data, model, "
                              "settings and loss); its settings must be this run's, its files are only read")
-    parser.add_argument("--earlier-results", metavar="FOLDER",
-                        help="a results folder this recipe wrote before (multi30k_heads.json, hypotheses/) whose work "
-                             "directory is gone: its runs that --work has no results file for are reported with this "
-                             "run's and not trained again (the same settings and analysis settings are required)")
+    add_earlier_results_option(parser, SUMMARY)
     add_model_arguments(parser)
     parser.set_defaults(**OLD_PROTOCOL)  # the settings of the committed CKA tables
     return parser
@@ -164,18 +162,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     context = start_run(args, PROGRAM, [])
     if args.baseline_from:
         refuse_unusable_baselines(parser, args, variants, context)
-    earlier: Optional[EarlierResults] = None
-    if args.earlier_results:
-        if Path(args.earlier_results).resolve() == context.results:
-            parser.error(f"--results {context.results} is the --earlier-results folder, which the tables are made "
-                         f"from; write them to another folder")
-        first = {k: v for k, v in context.settings[context.seeds[0][0]].items() if k != "seed"}
-        try:
-            earlier = read_earlier_results(Path(args.earlier_results), first,
-                                           analysis_settings_of(args), context.test_sets)
-        except ValueError as error:
-            parser.error(str(error))
-    from_earlier = set() if earlier is None else {(r.name, r.seed) for r in earlier.runs}
+    earlier = load_earlier_results(parser, args, context.results, lambda folder: read_earlier_results(
+        folder, context.common_settings(), analysis_settings_of(args), context.test_sets))
     invocation = Invocation(SCRIPT, PROGRAM, parser, argv, args, context, start)
     model = Model("text-only", None)
 
@@ -202,12 +190,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         kept = None if earlier is None else earlier.without({(r.name, r.seed) for r in table.trained})
         return write_results(table, context.results, run_info, references, heads_dir, kept)
 
-    def missing(one: ModelRun) -> List[str]:
-        """Nothing for a run the earlier results report (unless this work directory has it), else what it lacks."""
-        return [] if (one.name, one.seed) in from_earlier and one.record() is None else missing_variant(one)
-
     runs = [variant_run(name, seed, directory) for seed, directory in context.seeds for name in variants]
-    run_and_report(invocation, runs, [], options, found, write, finish=finish_variant, missing=missing)
+    run_and_report(invocation, runs, [], options, found, write, finish=finish_variant,
+                   missing=skipping_earlier(earlier, missing_variant))
 
 
 if __name__ == "__main__":

@@ -9,16 +9,17 @@ import shutil
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Union
 
-from devtools.recipe_report import EARLIER_TIMES, unfinished_lines
+from devtools.recipe_report import unfinished_lines
 from devtools.seed_statistics import (direction_verdict, mean_sd_text, no_cost_verdict, paired_t_test, power_note,
                                       summary)
 from devtools.train_log import validation_curve
 from heads_baseline import BASELINE
-from heads_earlier import EarlierResults, EarlierRun
+from heads_earlier import EarlierHeadsRun
 from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
-                                 convergence_rows, hypotheses_name, left_out_lines, over_seeds, p_text, read_lines,
-                                 recompute_note, run_scores, score_decoded)
-from multi30k_runs import ModelRun, RunTable, decoded_test_sets
+                                 convergence_rows, left_out_lines, over_seeds, p_text, read_lines,
+                                 recompute_note, score_decoded)
+from multi30k_earlier import EarlierResults, earlier_lines, score_earlier
+from multi30k_runs import ModelRun, RunTable
 
 STEM = "multi30k_heads"
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
@@ -53,7 +54,7 @@ def head_similarity(path: Path, tag: str) -> Dict[str, object]:
 
 
 def similarity_rows(runs: Sequence[ModelRun], heads_dir: Callable[[ModelRun], Path],
-                    earlier: Sequence[EarlierRun] = ()) -> List[dict]:
+                    earlier: Sequence[EarlierHeadsRun] = ()) -> List[dict]:
     """One row per variant: head similarity per seed (of ``earlier`` runs: as recorded), mean ± sd
     over seeds, and for each of CKA and SVCCA the change against the baseline over their common
     seeds with the paired t-test and the verdict on Table 4.5's direction."""
@@ -90,18 +91,13 @@ def similarity_rows(runs: Sequence[ModelRun], heads_dir: Callable[[ModelRun], Pa
 
 
 def bleu_rows(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path,
-              earlier: Sequence[EarlierRun] = ()) -> List[dict]:
+              earlier: Sequence[EarlierHeadsRun] = ()) -> List[dict]:
     """One row per variant decoded on ``stem``: test scores per seed (of ``earlier`` runs: from their
     kept hypotheses) and over seeds, the comparison with the baseline, and the verdict on Table
     4.4's direction."""
     references = read_lines(Path(reference))
     scores, hypotheses = score_decoded(runs, stem, reference, out_dir)
-    for run in earlier:
-        if stem in decoded_test_sets(run.record()):
-            lines = run.kept_hypotheses(stem, out_dir)
-            name = hypotheses_name(run.name, run.seed, stem)
-            scores.setdefault(run.name, {})[run.seed] = run_scores(run.record(), stem, lines, references, name)
-            hypotheses.setdefault(run.name, {})[run.seed] = lines
+    score_earlier(earlier, stem, references, out_dir, scores, hypotheses)
     scores = {name: dict(sorted(per_seed.items())) for name, per_seed in scores.items()}
     rows = []
     for name in sorted(scores, key=lambda n: (n != BASELINE, n)):
@@ -165,7 +161,7 @@ def bleu_section(stem: str, rows: List[dict], reference: str, sentences: int) ->
     return lines + ["", *recompute_note(rows, stem, reference, BASELINE), ""]
 
 
-def adopted_baseline_lines(runs: Sequence[Union[ModelRun, EarlierRun]]) -> List[str]:
+def adopted_baseline_lines(runs: Sequence[Union[ModelRun, EarlierHeadsRun]]) -> List[str]:
     """The paragraph naming the seeds whose baseline is the multi-source recipe's text-only run."""
     adopted = sorted((r.seed, r.record()["baseline_from"]) for r in runs
                      if r.name == BASELINE and "baseline_from" in r.record())
@@ -180,19 +176,8 @@ def adopted_baseline_lines(runs: Sequence[Union[ModelRun, EarlierRun]]) -> List[
             "files: " + "; ".join(f"seed {seed}: {path}" for seed, path in adopted) + ".", ""]
 
 
-def earlier_lines(earlier: Optional[EarlierResults]) -> List[str]:
-    """The paragraph naming the runs taken from an earlier results folder, and how it was made."""
-    if earlier is None or not earlier.runs:
-        return []
-    runs = ", ".join(f"{r.name} seed {r.seed}" for r in earlier.runs)
-    return [f"Runs reported from an earlier results folder (`--earlier-results {earlier.folder}`; their work directory "
-            f"is gone): {runs}. Their scores are computed again from the hypotheses kept there (copied into this "
-            f"table's hypotheses/), their head similarity is the one recorded there. That folder was written "
-            f"{earlier.date} on {earlier.machine}, by `{earlier.command}`; {EARLIER_TIMES}.", ""]
-
-
 def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]], references: Dict[str, str],
-             table: RunTable, convergence: List[dict], reported: Sequence[Union[ModelRun, EarlierRun]],
+             table: RunTable, convergence: List[dict], reported: Sequence[Union[ModelRun, EarlierHeadsRun]],
              earlier: Optional[EarlierResults]) -> str:
     header, sentences, settings = run["header"], run["sentences"], run["settings"]
     lines = [
@@ -204,7 +189,7 @@ def markdown(run: dict, similarity: List[dict], sections: Dict[str, List[dict]],
         "Model and training: the text-only Transformer of examples/multimodal_mt/multi30k_multisource.py, trained "
         "with `--criterion head_diversity --label-smoothing 0.1` plus the variant's term: baseline none (the same "
         "training as label_smoothed_cross_entropy), `drophead<γ>`: `--drophead γ`, `hsic<λ>`: `--hsic-lambda λ` "
-        "(every attention module).", "", *adopted_baseline_lines(reported), *earlier_lines(earlier),
+        "(every attention module).", "", *adopted_baseline_lines(reported), *earlier_lines(earlier, ", their head similarity is the one recorded there"),
         "Inter-head similarity: fairseq-ctx-analyze-heads on the best checkpoint (greedy validation BLEU), validation "
         "split, teacher-forced, eval mode: each head's output before the output projection at the non-padding query "
         f"positions of the first validation sentences in fairseq's length-sorted batch order (batches of "

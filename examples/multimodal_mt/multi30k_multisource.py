@@ -48,6 +48,9 @@ from multi30k_evaluation import protocol_text  # noqa: E402
 from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
 from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, VALID, check_data, data_file,  # noqa: E402
                            parse_test_sets, prepare, split_name)
+from multi30k_earlier import (add_earlier_results_option, earlier_results, load_earlier_results,  # noqa: E402
+                              read_earlier_summary, skipping_earlier)
+from multi30k_results import SUMMARY  # noqa: E402
 from multi30k_runs import (LABEL_SMOOTHED, Model, ModelRun, RunTable, decoded_test_sets, missing_work,  # noqa: E402
                            refuse_other_settings, survey, training_settings)
 
@@ -141,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(parser, "work/multi30k_multisource", "models and seeds")
     parser.add_argument("--models", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="second source languages (subset of fr,cs)")
+    add_earlier_results_option(parser, SUMMARY)
     add_model_arguments(parser)
     return parser
 
@@ -296,6 +300,10 @@ class RunContext:
     settings: Dict[int, Dict[str, object]]
     user_dir: str
 
+    def common_settings(self) -> Dict[str, object]:
+        """The settings every seed of the run has (the first seed's, without the seed)."""
+        return {k: v for k, v in self.settings[self.seeds[0][0]].items() if k != "seed"}
+
 
 def start_run(args: argparse.Namespace, program: str, extra_langs: Sequence[str]) -> RunContext:
     """Check the data (every file the run reads, before anything is written)."""
@@ -340,7 +348,6 @@ class Invocation:
         ``trained`` runs' logs record), sizes, test sets and settings, for the results files;
         ``one_seed``: what decides a verdict with one seed."""
         args, context = self.args, self.context
-        first_seed = context.seeds[0][0]
         rule = protocol_text(args)[1]
         trained_on = {f"{r.name} seed {r.seed}": r.record().get("trained_on", [NOT_RECORDED]) for r in trained}
         header = run_header(args, [seed for seed, _ in context.seeds], shlex.join(["python", self.script, *self.argv]),
@@ -348,7 +355,7 @@ class Invocation:
         return {"header": header,
                 "this_invocation_wall_s": time.time() - self.start, "sentences": context.counts,
                 "test_sets": context.test_sets,
-                "settings": {k: v for k, v in context.settings[first_seed].items() if k != "seed"},
+                "settings": context.common_settings(),
                 "data_commands": [s.shell for s in data_steps]}
 
 
@@ -394,6 +401,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     models = [Model(s, None) for s in strategies if s == "text-only"]
     models += [Model(s, p) for p in pairs for s in strategies if s != "text-only"]
     context = start_run(args, PROGRAM, pairs)
+    earlier = load_earlier_results(parser, args, context.results, lambda folder: earlier_results(
+        folder, SUMMARY, read_earlier_summary(folder, SUMMARY, PROGRAM, context.common_settings()), context.test_sets))
     invocation = Invocation(SCRIPT, PROGRAM, parser, argv, args, context, start)
 
     def model_run(model: Model, seed: int, directory: Path) -> ModelRun:
@@ -411,10 +420,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
         budget = f"{args.max_update} updates of {args.batch_size} sentences per model, {protocol_text(args)[0]}"
         references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}
-        return write_results(table, context.results, invocation.describe(data_steps, budget, table.trained), references)
+        kept = None if earlier is None else earlier.without({(r.name, r.seed) for r in table.trained})
+        reported = [*table.trained, *([] if kept is None else kept.runs)]
+        return write_results(table, context.results, invocation.describe(data_steps, budget, reported), references,
+                             kept)
 
     runs = [model_run(model, seed, directory) for seed, directory in context.seeds for model in models]
-    run_and_report(invocation, runs, pairs, options, found, write)
+    run_and_report(invocation, runs, pairs, options, found, write, missing=skipping_earlier(earlier, missing_work))
 
 
 if __name__ == "__main__":

@@ -15,22 +15,28 @@ from multi30k_evaluation import (best_validation, compare, comparison_cells, com
                                  convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
                                  score_decoded)
 from multi30k_averaging import export_curve_hypotheses
+from multi30k_earlier import EarlierResults, EarlierRun, earlier_lines, score_earlier
 from multi30k_runs import ModelRun, RunTable
 
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
 BASELINE = "text-only"
 STEM = "multi30k_multisource"
+SUMMARY = f"{STEM}.json"
 EXPECTED = ("Expected direction (Libovický, 2019, Europarl multi-source: +3 to +4 BLEU over a single "
             "source): every multi-source model above the text-only en→de model.")
 
 
-def score_test_set(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path) -> List[dict]:
+def score_test_set(runs: Sequence[ModelRun], stem: str, reference: str, out_dir: Path,
+                   earlier: Sequence[EarlierRun] = ()) -> List[dict]:
     """One row per model decoded on ``stem``: its scores per seed (from the hypotheses written to
-    ``out_dir/hypotheses``), mean ± sd over seeds, and its comparison with text-only."""
+    ``out_dir/hypotheses``; of ``earlier`` runs: from their kept hypotheses), mean ± sd over seeds,
+    and its comparison with text-only."""
     references = read_lines(Path(reference))
     scores, hypotheses = score_decoded(runs, stem, reference, out_dir)
+    score_earlier(earlier, stem, references, out_dir, scores, hypotheses)
+    scores = {name: dict(sorted(per_seed.items())) for name, per_seed in scores.items()}
     rows = []
-    for model_run in runs:
+    for model_run in [*runs, *earlier]:
         if model_run.name in scores and model_run.name not in [row["name"] for row in rows]:
             model = model_run.model
             rows.append({"name": model_run.name, "strategy": model.strategy, "second_source": model.extra,
@@ -137,7 +143,7 @@ def test_set_section(stem: str, rows: List[dict], reference: str, sentences: int
 
 
 def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, str], table: RunTable,
-             convergence_rows: List[dict]) -> str:
+             convergence_rows: List[dict], earlier: Optional[EarlierResults] = None) -> str:
     first = next(iter(sections.values()), [])
     pairs = ", ".join(sorted({r["pair"] for rows in sections.values() for r in rows if r["second_source"]})) or "none in this run"
     header, sentences = run["header"], run["sentences"]
@@ -158,7 +164,7 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
         "verdict uses it with two or more seeds. (2) sacreBLEU's paired bootstrap resampling of the test sentences "
         "(Koehn, 2004; `--paired-bs`, 1000 resamples, seed 12345) with the seeds' hypotheses pooled, which treats "
         "the trained models as fixed and measures only the sampling of test sentences; the verdict uses it with one "
-        "seed. " + power_note(len(header.seeds)), ""]
+        "seed. " + power_note(len(header.seeds)), "", *earlier_lines(earlier)]
     for stem, rows in sections.items():
         lines += test_set_section(stem, rows, references[stem], sentences[stem])
     lines += [*convergence_lines(convergence_rows, f"Rule: {header.convergence_rule}. Outcome: {header.convergence}."),
@@ -216,25 +222,32 @@ def run_order(row: dict) -> tuple:
     return row["second_source"] or "", ORDER.index(row["strategy"]), row["seed"]
 
 
-def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[str, str]) -> List[Path]:
-    """Write ``multi30k_multisource.{json,md,png}`` and ``hypotheses/`` into ``out_dir``; returns the
-    paths of the tables (and of the plot when matplotlib is installed)."""
+def write_results(table: RunTable, out_dir: Path, run: dict, references: Dict[str, str],
+                  earlier: Optional[EarlierResults] = None) -> List[Path]:
+    """Write ``multi30k_multisource.{json,md,png}`` and ``hypotheses/`` into ``out_dir``, with the
+    runs of ``earlier`` next to those of ``table``; returns the paths of the tables (and of the
+    plot when matplotlib is installed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    sections = {stem: score_test_set(table.trained, stem, references[stem], out_dir) for stem in run["test_sets"]}
-    converged = convergence_rows(table.trained, run_order)
+    kept = [] if earlier is None else earlier.runs
+    sections = {stem: score_test_set(table.trained, stem, references[stem], out_dir, kept)
+                for stem in run["test_sets"]}
+    converged = convergence_rows([*table.trained, *kept], run_order)
     header = run["header"]
+    header.seeds = sorted({*header.seeds, *(r.seed for r in kept)})
     header.convergence = convergence(converged)
     paths = [out_dir / f"{STEM}.json", out_dir / f"{STEM}.md"]
     summary_json = {**header.as_dict(), **{k: v for k, v in run.items() if k != "header"}, "expected": EXPECTED,
                     "convergence_by_run": converged,
                     "test_sets": {stem: {"reference": Path(references[stem]).name, "direction": direction(rows),
                                          "models": rows} for stem, rows in sections.items()},
-                    "runs": {f"{r.name}/seed{r.seed}": r.record() for r in table.trained},
-                    "curve_hypotheses": {f"{r.name}/seed{r.seed}": export_curve_hypotheses(r, out_dir)
-                                         for r in table.trained},
+                    "runs": {f"{r.name}/seed{r.seed}": r.record() for r in [*table.trained, *kept]},
+                    "curve_hypotheses": {**{f"{r.name}/seed{r.seed}": export_curve_hypotheses(r, out_dir)
+                                            for r in table.trained},
+                                         **{f"{r.name}/seed{r.seed}": r.copy_curve_hypotheses(out_dir) for r in kept}},
+                    **({"earlier_results": earlier.as_dict()} if kept else {}),
                     "unfinished": table.unfinished, "left_out": table.left_out}
     paths[0].write_text(json.dumps(summary_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths[1].write_text(markdown(run, sections, references, table, converged), encoding="utf-8")
+    paths[1].write_text(markdown(run, sections, references, table, converged, earlier), encoding="utf-8")
     picture = out_dir / f"{STEM}.png"
     if plot_if_possible(lambda: plot(next(iter(sections.values())), converged, picture), picture):
         paths.append(picture)
