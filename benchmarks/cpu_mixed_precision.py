@@ -15,14 +15,21 @@ the same number of tokens) is timed in float32 and under bfloat16 autocast.
 Data, generated: context documents (three generated sentences per line, ~17 tokens), multimodal
 sentences with 196 image regions of 2048 dimensions (a ResNet's last convolutional layer), and
 the multilingual sentences of the embedding tests (three per line). Model sizes: ``--dims 256``
-(FFN 1024, 4 heads, 3+3 layers; RNNs 256 units) and ``--dims 512`` (the Transformer-base: FFN 2048,
-8 heads, 6+6 layers; RNNs 512 units).
+(FFN 1024, 4 heads, 3+3 layers; RNNs 256 units), ``--dims 512`` (the Transformer-base: FFN 2048,
+8 heads, 6+6 layers; RNNs 512 units) and ``--dims 128`` (the Transformer-tiny of the Multi30k
+recipe, Wu et al. (2021): FFN 256, 4 heads, 4+4 layers; no target, it says whether --amp pays there).
 
 Use ``--clock cpu --threads 1`` on a shared machine (this process's CPU time of one thread, which
 other processes distort much less than wall time). ``--results DIR`` writes
 ``cpu_mixed_precision.{md,json}`` with the date, machine, command and every number.
 
     python benchmarks/cpu_mixed_precision.py --clock cpu --threads 1 [--dims 256,512] [--models hmce,tmde]
+
+``--translation-data DIR`` times the transformer on a real binarized pair instead (its vocabulary
+sizes the output layer and the loss, which at 128 dims cost as much as the layers):
+
+    python benchmarks/cpu_mixed_precision.py --dims 128 --models transformer --translation-data WORK/data-bin \
+        --max-tokens 7000 --gen-batches 0
 """
 import argparse
 import logging
@@ -62,6 +69,7 @@ from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 CLOCKS: Dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 TARGETS = {256: 1.8, 512: 2.2}  # --amp / fp32 training words/s, Transformer-based models
+SIZES = {128: (4, 4, 2), 256: (4, 3, 4), 512: (8, 6, 4)}  # dims -> heads, layers, FFN / dims
 EMBEDDING_PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
 BEAM = 5
 GEN_SENTENCES = 16  # sentences per beam-search batch
@@ -73,7 +81,7 @@ class Model:
     """One benchmarked model: its task's data, arch and options, and whether it is recurrent."""
 
     name: str
-    data: str  # context | multimodal | embedding
+    data: str  # context | multimodal | embedding | translation (--translation-data)
     options: Sequence[str]
     recurrent: bool = False
     batch_sentences: Optional[int] = None  # sentences per training batch (default: --max-tokens alone)
@@ -83,9 +91,9 @@ class Model:
 
 
 def transformer_size(dims: int, prefix_sides: Sequence[str] = ("encoder", "decoder")) -> List[str]:
-    heads, layers = (4, 3) if dims == 256 else (8, 6)
+    heads, layers, ffn = SIZES[dims]
     return [item for side in prefix_sides for item in (
-        f"--{side}-embed-dim", str(dims), f"--{side}-ffn-embed-dim", str(4 * dims),
+        f"--{side}-embed-dim", str(dims), f"--{side}-ffn-embed-dim", str(ffn * dims),
         f"--{side}-attention-heads", str(heads), f"--{side}-layers", str(layers))]
 
 
@@ -153,7 +161,8 @@ def batches(fp32: Trainer, split: str, count: int, max_sentences: Optional[int] 
     ).next_epoch_itr(shuffle=split == "train")
     collated = [sample for sample, _ in zip(iterator, range(count))]
     if len(collated) < count:
-        raise SystemExit(f"the generated {split} split gives {len(collated)} batches, {count} needed")
+        raise SystemExit(f"the {split} split gives {len(collated)} batches, {count} needed: lower --warmup / --updates "
+                         f"or --max-tokens")
     return collated
 
 
@@ -190,10 +199,11 @@ def time_generation(fp32: Trainer, samples: Sequence[dict], clock: Callable[[], 
 
 def matmul_ceiling(dims: int, clock: Callable[[], float], tokens: int = 3000, repeats: int = 5) -> float:
     """bfloat16 / float32 speed of the products a Transformer layer of ``dims`` trains with: the
-    projections (tokens × dims × dims), the FFN (tokens × dims × 4·dims) and their weight gradients
+    projections (tokens × dims × dims), the FFN (tokens × dims × ffn) and their weight gradients
     (contracting over the tokens). No model step can gain more than its products do."""
-    shapes = [((tokens, dims), (dims, dims)), ((tokens, dims), (dims, 4 * dims)), ((tokens, 4 * dims), (4 * dims, dims)),
-              ((dims, tokens), (tokens, dims)), ((4 * dims, tokens), (tokens, dims))]
+    ffn = SIZES[dims][2] * dims
+    shapes = [((tokens, dims), (dims, dims)), ((tokens, dims), (dims, ffn)), ((tokens, ffn), (ffn, dims)),
+              ((dims, tokens), (tokens, dims)), ((ffn, tokens), (tokens, dims))]
     seconds = {}
     for dtype in (torch.float32, torch.bfloat16):
         pairs = [(torch.randn(*a, dtype=dtype), torch.randn(*b, dtype=dtype)) for a, b in shapes]
@@ -228,6 +238,8 @@ class Row:
     def verdict(self) -> str:
         if self.recurrent:
             return "reported (recurrent)"
+        if self.dims not in TARGETS:
+            return "reported (no target at this size)"
         return "PASS" if self.train_ratio >= TARGETS[self.dims] else "FAIL"
 
 
@@ -250,7 +262,7 @@ def markdown(rows: Sequence[Row], header: Dict[str, str], ceilings: Dict[int, fl
     lines += ["", "| model | dims | train words/s fp32 | --amp | ratio | target | generation tokens/s fp32 | bf16 | ratio |",
               "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        target = "—" if row.recurrent else f"≥ {TARGETS[row.dims]}: {row.verdict()}"
+        target = "—" if row.recurrent or row.dims not in TARGETS else f"≥ {TARGETS[row.dims]}: {row.verdict()}"
         gen = ("—", "—", "—") if row.gen_ratio is None else (
             f"{row.gen_tps_fp32:.0f}", f"{row.gen_tps_amp:.0f}", f"{row.gen_ratio:.2f}")
         lines.append(f"| {row.model} | {row.dims} | {row.train_wps_fp32:.0f} | {row.train_wps_amp:.0f} | "
@@ -260,7 +272,9 @@ def markdown(rows: Sequence[Row], header: Dict[str, str], ceilings: Dict[int, fl
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dims", default="256,512", help="model sizes, of 256 and 512")
+    parser.add_argument("--dims", default="256,512",
+                        help="model sizes, of 128 (Transformer-tiny of the Multi30k recipe: FFN 256, 4 heads, 4+4 "
+                             "layers; no target, it tells whether --amp pays at that size), 256 and 512")
     parser.add_argument("--models", default="", help="comma-separated subset of the models (default: all)")
     parser.add_argument("--max-tokens", type=int, default=3000, help="tokens per training batch")
     parser.add_argument("--warmup", type=int, default=2, help="untimed updates per precision")
@@ -269,10 +283,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--results", help="directory for cpu_mixed_precision.{md,json}")
+    parser.add_argument("--translation-data", metavar="DIR",
+                        help="time the transformer on this binarized language pair (fairseq-preprocess output, "
+                             "e.g. the Multi30k recipe's data-bin: its real vocabulary sizes the output layer, which "
+                             "decides much of a small model's step) instead of generated context data")
+    parser.add_argument("--pair", default="en-de", help="with --translation-data: its source-target pair")
     args = parser.parse_args(argv)
     args.dims = [int(d) for d in args.dims.split(",") if d]
-    if not args.dims or any(d not in TARGETS for d in args.dims):
-        parser.error(f"--dims: choose from {','.join(map(str, TARGETS))}")
+    if not args.dims or any(d not in SIZES for d in args.dims):
+        parser.error(f"--dims: choose from {','.join(map(str, SIZES))}")
     known = [m.name for m in models(256)]
     args.models = [m for m in args.models.split(",") if m] or known
     unknown = sorted(set(args.models) - set(known))
@@ -293,6 +312,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             for model in models(dims):
                 if model.name not in args.models:
                     continue
+                if args.translation_data and model.name == "transformer":
+                    src, tgt = args.pair.split("-")
+                    model = Model(model.name, "translation", ["--task", "translation", "-s", src, "-t", tgt,
+                                                               "--share-all-embeddings", *transformer_size(dims),
+                                                               "--arch", "transformer"])
+                    data["translation"] = Path(args.translation_data)
                 if model.data not in data:
                     data[model.data] = generated_data(Path(tmp) / model.data, model.data)
                 rows.append(measure(model, data[model.data], dims, args, clock))

@@ -21,7 +21,8 @@ nothing runs per training step).
   command line, then load ``--path`` into it. A task with ``adopt_checkpoint_settings(task_cfg,
   path)`` is shown the checkpoint's task config first, before any model is built (the file is
   still read once), so it can take the settings the model was trained with
-  (``context_translation``: ``--context-size``, ``--target-context-size``).
+  (``context_translation``: ``--context-size``, ``--target-context-size``;
+  ``multimodal_translation``: ``--feature-inputs``, ``--extra-source-langs``, ``--extra-source-dict``).
 - Dictionaries: for every checkpoint ``--path`` loads into one of our tasks (``fairseq-generate``,
   ``-interactive``, ``-validate``), the dictionaries the task read from the data directory must be
   the ones the checkpoint records (``core.resumable_task``); stock fairseq would decode with other

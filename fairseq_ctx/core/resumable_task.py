@@ -67,9 +67,9 @@ class ResumableTask:
         self.absolute_data = absolute_data_path(cfg.data) if getattr(cfg, "data", None) else None
 
     def get_checkpoint_dict(self) -> Dict[str, Dict[str, object]]:
-        dictionaries = {"source": dictionary_fingerprint(self.source_dictionary),
-                        "target": dictionary_fingerprint(self.target_dictionary)}
-        symbols = {"source": list(self.source_dictionary.symbols), "target": list(self.target_dictionary.symbols)}
+        read = self.dictionaries_read()
+        dictionaries = {side: dictionary_fingerprint(dictionary) for side, dictionary in read.items()}
+        symbols = {side: list(dictionary.symbols) for side, dictionary in read.items()}
         return {type(self).__name__: {"data": self.absolute_data, "dictionaries": dictionaries,
                                       "dictionary_symbols": symbols}}
 
@@ -81,7 +81,8 @@ class ResumableTask:
                                     self.dictionaries_read(), self.cfg.data)
 
     def dictionaries_read(self) -> Dict[str, object]:
-        """The task's source and target dictionaries, as the checkpoint records them."""
+        """The dictionaries the model's embedding rows follow, as the checkpoint records them (by
+        name; here the source and target dictionaries, a task with more adds them)."""
         return {"source": self.source_dictionary, "target": self.target_dictionary}
 
     def build_generator(self, models, args, *rest, **kwargs):

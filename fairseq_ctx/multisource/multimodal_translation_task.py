@@ -56,6 +56,15 @@ def _names(value: str) -> List[str]:
     return [name for name in (value or "").split(",") if name]
 
 
+INPUT_SETTINGS = (("feature_inputs", "--feature-inputs"), ("extra_source_langs", "--extra-source-langs"),
+                  ("extra_source_dict", "--extra-source-dict"))
+"""The task settings that decide which inputs a model reads (a decoding takes them from its checkpoint)."""
+
+
+def _default(name: str) -> str:
+    return MultimodalTranslationConfig.__dataclass_fields__[name].default
+
+
 @register_task("multimodal_translation", dataclass=MultimodalTranslationConfig)
 class MultimodalTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask):
     """Translation whose batches carry ``net_input["aux_inputs"]`` (Libovický, 2019, ch. 5). Validates every
@@ -65,20 +74,54 @@ class MultimodalTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTa
 
     def __init__(self, cfg: MultimodalTranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
-        self.extra_dicts: Dict[str, Dictionary] = {}
-        data_dir = utils.split_paths(cfg.data)[0]
-        for lang in _names(cfg.extra_source_langs):
-            if cfg.extra_source_dict == "own":
-                path = os.path.join(data_dir, f"dict.{lang}.txt")
-                if not os.path.exists(path):
-                    raise FileNotFoundError(f"--extra-source-dict own needs {path} (fairseq-preprocess writes it)")
-                self.extra_dicts[lang] = Dictionary.load(path)
-            else:
-                self.extra_dicts[lang] = src_dict
+        self.extra_dicts = self._extra_dictionaries()
         self.loaded_inputs: Dict[str, Dict[str, Tuple[int, int]]] = {}
         self.model_inputs: List[AuxInput] = []
         self.model_arch: Optional[str] = None
         self.source_state_dim: Optional[int] = None  # size of the encoder's source states, for training losses
+
+    def _extra_dictionaries(self) -> Dict[str, Dictionary]:
+        """Each extra source's dictionary: the source dictionary, or with ``--extra-source-dict own``
+        its ``dict.{lang}.txt`` of the data directory."""
+        dictionaries = {}
+        for lang in _names(self.cfg.extra_source_langs):
+            if self.cfg.extra_source_dict == "own":
+                path = os.path.join(utils.split_paths(self.cfg.data)[0], f"dict.{lang}.txt")
+                if not os.path.exists(path):
+                    raise FileNotFoundError(f"--extra-source-dict own needs {path} (fairseq-preprocess writes it)")
+                dictionaries[lang] = Dictionary.load(path)
+            else:
+                dictionaries[lang] = self.source_dictionary
+        return dictionaries
+
+    def dictionaries_read(self) -> Dict[str, object]:
+        """The source and target dictionaries and each own extra-source dictionary (its embedding
+        rows follow it as the source's follow the source dictionary)."""
+        own = {f"extra source {lang}": d for lang, d in self.extra_dicts.items() if d is not self.source_dictionary}
+        return {**super().dictionaries_read(), **own}
+
+    def adopt_checkpoint_settings(self, trained, path: str) -> None:
+        """fairseq-generate / fairseq-interactive load ``--path`` into the task their command line
+        built: the inputs the model was trained with (``trained``: the checkpoint's task config;
+        ``--feature-inputs``, ``--extra-source-langs``, ``--extra-source-dict``) replace those left
+        at their defaults, as the context task takes its context sizes. One given otherwise than
+        in training is refused, naming both: the model has parameters for exactly its inputs."""
+        taken = []
+        for name, flag in INPUT_SETTINGS:
+            value, given, default = trained.get(name), getattr(self.cfg, name), _default(name)
+            if value is None or value == given:
+                continue
+            if given != default:
+                raise FeatureInputError(
+                    f"multimodal_translation: checkpoint {path} was trained with {flag} {value or repr('')} but "
+                    f"{flag} {given} is given; the model has parameters for the inputs it was trained with. Leave "
+                    f"{flag} out to decode with the trained value")
+            setattr(self.cfg, name, value)
+            taken.append(f"{flag} {value or repr('')}")
+        if taken:
+            logger.info(f"multimodal_translation: decoding with {' and '.join(taken)}, as checkpoint {path} was "
+                        f"trained (the command line left {'it' if len(taken) == 1 else 'them'} at the default)")
+            self.extra_dicts = self._extra_dictionaries()
 
     @classmethod
     def setup_task(cls, cfg: MultimodalTranslationConfig, **kwargs):
