@@ -49,6 +49,36 @@ def test_contrastive_accuracy_is_100_when_the_correct_target_is_the_greedy_outpu
     assert swapped["accuracy"] == 0.0
 
 
+def test_contrastive_scoring_logs_the_context_it_read_and_warns_of_unknown_text(dat, caplog):
+    """The line says what context the candidates are scored with, so 0.5 on a set whose context the
+    tool never passed cannot pass for a context-blind model; text mostly out of the dictionary is named."""
+    import logging
+
+    from fairseq_ctx.context.contrastive.example import Candidate, ContrastiveExample
+
+    def example(source: str, context, correct: str) -> ContrastiveExample:
+        return ContrastiveExample(source, context, Candidate(correct), [Candidate(correct + " x")])
+
+    logger = "fairseq_ctx.context.contrastive.evaluation"
+    with caplog.at_level(logging.INFO):
+        evaluate(dat, [example("it is quiet .", ["the old cat sleeps ."], "es ist still ."),
+                       example("the dog waits here .", [], "der hund wartet .")])
+    lines = [r for r in caplog.records if r.name == logger]
+    assert [r.getMessage() for r in lines] == [
+        "fairseq-ctx-contrastive: source context 2 previous sentences, target context 0; 2 examples, 1 with "
+        "previous source sentences, 0 with previous target sentences"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        evaluate(dat, [example("zzq qqz .", [], "yyq qqy ."), example("qqx xxq .", [], "xxy yyx .")])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert ("fairseq-ctx-contrastive: the model reads 2 previous source sentence(s) but no example of the set gives "
+            "any, so it is scored as a context-blind model would be; give the set's context (--context files of "
+            "--format plain)") in warnings
+    assert any(w.startswith("the contrastive set's source sentences: 66.7% of its first 6 tokens are <unk>")
+               for w in warnings), warnings
+    assert any(w.startswith("the contrastive set's candidates: ") for w in warnings), warnings
+
+
 def test_contrastive_files_of_unequal_length_are_a_clear_error(tmp_path):
     src = write(tmp_path / "src.en", ["a", "b", "c"])
     ref = write(tmp_path / "ref.de", ["A", "B", "C"])

@@ -6,11 +6,37 @@ context and, for a model built with ``--target-context-size`` M > 0, the candida
 previous target sentences as the set supplies them (the first M, nearest first). An example is correct when its correct candidate scores strictly highest (a tie is
 an error), the rule of Müller et al. (2018), Bawden et al. (2018) and Voita et al. (2019).
 """
+import logging
 from collections import defaultdict
 from typing import Dict, List, Sequence
 
+from fairseq_ctx.context.context_use import describe_context
 from fairseq_ctx.context.contrastive.example import ContrastiveExample
 from fairseq_ctx.core.progress import progress
+from fairseq_ctx.core.unknown_tokens import UnknownTokenCheck
+
+logger = logging.getLogger(__name__)
+GIVEN_TARGETS = "the previous target sentences the set gives each candidate"
+
+
+def log_context_read(translator, examples: Sequence[ContrastiveExample]) -> None:
+    """Log the context the candidates are scored with (the model's context sizes and how many
+    examples of the set carry context), and warn when the set's context and the model's do not
+    meet: a model that reads context scored on a set without any scores as a context-blind one."""
+    with_source = sum(1 for e in examples if e.source_context)
+    with_target = sum(1 for e in examples if any(c.target_context for c in e.candidates))
+    source, target = translator.context_size, translator.target_context_size
+    logger.info(describe_context("fairseq-ctx-contrastive", source, target, GIVEN_TARGETS,
+                                 f"{len(examples)} examples, {with_source} with previous source sentences, "
+                                 f"{with_target} with previous target sentences"))
+    for reads, given, side, flag in ((source, with_source, "source", "--context"), (target, with_target, "target", "")):
+        if reads and not given:
+            logger.warning(f"fairseq-ctx-contrastive: the model reads {reads} previous {side} sentence(s) but no example "
+                           f"of the set gives any, so it is scored as a context-blind model would be"
+                           + (f"; give the set's context ({flag} files of --format plain)" if flag else ""))
+    if not source and not target and (with_source or with_target):
+        logger.warning("fairseq-ctx-contrastive: the model is sentence-level (--context-size 0, --target-context-size "
+                       "0): the set's context is not read")
 
 
 def score_candidates(translator, examples: Sequence[ContrastiveExample], batch_size: int = 32,
@@ -19,14 +45,22 @@ def score_candidates(translator, examples: Sequence[ContrastiveExample], batch_s
     translator's dictionaries (and its sentencepiece model, if any)."""
     from fairseq_ctx.context.hub import Example
 
+    log_context_read(translator, examples)
+    translator.unknown = UnknownTokenCheck(translator.src_dict, "the contrastive set's source sentences",
+                                           translator.unknown_tokens_fix())
+    targets = UnknownTokenCheck(translator.tgt_dict, "the contrastive set's candidates", translator.unknown_tokens_fix())
     flat, owner = [], []
     for number, example in enumerate(examples):
         source = translator.encode_source(example.source)
         context = [translator.encode_source(c) for c in example.source_context]
         for candidate in example.candidates:
             target_context = [translator.encode_target(t) for t in candidate.target_context[:translator.target_context_size]]
-            flat.append(Example(source, context, translator.encode_target(candidate.target), target_context))
+            candidate_tokens = translator.encode_target(candidate.target)
+            targets.add(candidate_tokens)
+            flat.append(Example(source, context, candidate_tokens, target_context))
             owner.append(number)
+    translator.unknown.check()
+    targets.check()
     scores: List[List[float]] = [[] for _ in examples]
     starts = range(0, len(flat), batch_size)
     for start in progress(starts, desc="contrastive", unit="batch"):
