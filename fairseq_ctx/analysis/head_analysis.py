@@ -9,7 +9,6 @@ matrix of linear CKA and of SVCCA (99% variance) between heads, and their means 
 """
 import csv
 import itertools
-import json
 import os
 import re
 from typing import Dict, List, Sequence
@@ -20,7 +19,8 @@ import torch
 from fairseq_ctx.analysis.attention_heads import HeadTap, module_kind
 from fairseq_ctx.analysis.cka import cka, mean_off_diagonal, pairwise_linear_cka
 from fairseq_ctx.analysis.svcca import svcca
-from fairseq_ctx.core.plots import pyplot
+from fairseq_ctx.core.atomic_output import atomic_output, write_json
+from fairseq_ctx.core.plots import pyplot, save_figure
 from fairseq_ctx.core.progress import progress
 
 
@@ -105,7 +105,7 @@ def heatmaps(panels: Dict[str, np.ndarray], title: str, path: str, xlabel: str, 
         fig.colorbar(image, ax=ax, fraction=0.046)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
 
 
@@ -149,16 +149,14 @@ def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], tasks: Seque
                          "mean_cka": round(stats["mean_cka"], 4), "mean_svcca": round(stats["mean_svcca"], 4)})
     layers = compare_layers(*collected) if len(models) > 1 else None
     os.makedirs(output_dir, exist_ok=True)
-    with open(os.path.join(output_dir, "heads.csv"), "w", newline="") as handle:
+    with atomic_output(os.path.join(output_dir, "heads.csv"), newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    with open(os.path.join(output_dir, "heads.json"), "w") as handle:
-        json.dump(report, handle, indent=1)
+    write_json(os.path.join(output_dir, "heads.json"), report, indent=1)
     if layers is not None:
-        with open(os.path.join(output_dir, "layers.json"), "w") as handle:
-            json.dump(layers, handle, indent=1)
-        with open(os.path.join(output_dir, "layers.csv"), "w", newline="") as handle:
+        write_json(os.path.join(output_dir, "layers.json"), layers, indent=1)
+        with atomic_output(os.path.join(output_dir, "layers.csv"), newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(["kind", f"layer_{tags[0]}", f"layer_{tags[1]}", "cka", "svcca"])
             for kind, item in layers.items():

@@ -11,7 +11,6 @@ Example:
     fairseq-ctx-adversarial checkpoints/hier --data data-bin --feature-inputs img --key data-bin/test.key
     fairseq-ctx-adversarial DATA --path CHECKPOINT --feature-inputs img   (old form, still accepted)
 """
-import json
 import os
 import sys
 
@@ -19,6 +18,7 @@ from fairseq_ctx.cli.tool_args import (add_checkpoint_args, add_multimodal_input
                                       refuse_bad_generation, refuse_below_one, refuse_overwriting,
                                       resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
+from fairseq_ctx.core.atomic_output import write_json
 
 TOOL = "fairseq-ctx-adversarial"
 
@@ -76,8 +76,7 @@ def main(argv=None) -> None:
     for condition, scores in results.items():
         print(condition + "\t" + "\t".join(f"{scores[m]:.3f}\t{base[m] - scores[m]:+.3f}" for m in base))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=2)
+        write_json(args.json, results)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,13 @@ Example:
     fairseq-ctx-attention-plot checkpoints/hier --data data-bin --feature-inputs img --out attention
     fairseq-ctx-attention-plot DATA --path CHECKPOINT --feature-inputs img   (old form, still accepted)
 """
-import json
 import os
 import sys
 
 from fairseq_ctx.cli.tool_args import (add_checkpoint_args, add_multimodal_input_args, checkpoint_inputs,
                                       refuse_overwriting, resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
+from fairseq_ctx.core.atomic_output import write_json
 
 TOOL = "fairseq-ctx-attention-plot"
 
@@ -62,9 +62,8 @@ def main(argv=None) -> None:
     rnn = getattr(models[0].decoder, "attention", None) is not None
     title = f"{combination}: {QUANTITY[combination]}" + ("" if rnn else f", decoder layer {args.layer}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".json", "w", encoding="utf-8") as handle:
-        json.dump({"combination": combination, "quantity": QUANTITY[combination], "layer": args.layer,
-                   "inputs": inputs, "sentences": records}, handle, indent=1)
+    write_json(args.out + ".json", {"combination": combination, "quantity": QUANTITY[combination], "layer": args.layer,
+                                    "inputs": inputs, "sentences": records}, indent=1)
     if plots:
         plot(records, inputs, title, args.out + ".png")
         print(f"wrote {args.out}.png and {args.out}.json")

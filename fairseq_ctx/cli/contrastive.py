@@ -22,12 +22,12 @@ Example:
     fairseq-ctx-contrastive checkpoints/hmce --data data-bin --format discevalmt \\
       --input anaphora.json lexical-choice.json --json discevalmt.json
 """
-import json
 import sys
 
 from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
                                       refuse_overwriting, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
+from fairseq_ctx.core.atomic_output import write_json
 from fairseq_ctx.context.contrastive.evaluation import evaluate, format_report
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.formats import FORMATS, read_set
@@ -68,8 +68,7 @@ def main(argv=None) -> None:
     result = {"format": args.format, **result, "skipped": skipped}
     print(format_report(result))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2, ensure_ascii=False)
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ per target token, and with ``--per-sentence FILE`` one line per sentence
 Example:
     fairseq-ctx-cxmi checkpoints/hmce --data data-bin --gen-subset test --per-sentence cxmi.tsv
 """
-import json
 
 from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
                                       refuse_overwriting, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
+from fairseq_ctx.core.atomic_output import atomic_output, write_json
 
 
 def main(argv=None) -> None:
@@ -35,12 +35,11 @@ def main(argv=None) -> None:
     print(f"CXMI = {result['cxmi']:.4f} nats per sentence, {result['cxmi_per_token']:.5f} per target token "
           f"({result['sentences']} sentences)")
     if args.per_sentence:
-        with open(args.per_sentence, "w", encoding="utf-8") as handle:
+        with atomic_output(args.per_sentence) as handle:
             for row in result["per_sentence"]:
                 handle.write("\t".join(str(v) for v in row) + "\n")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({k: v for k, v in result.items() if k != "per_sentence"}, handle, indent=2)
+        write_json(args.json, {k: v for k, v in result.items() if k != "per_sentence"})
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@ tested on every language Y (MLDoc protocol). Prints the X-Y accuracy matrix and
 Cross (mean over X≠Y), Same (mean over X=Y) and All. Files: ``DIR/{split}.{lang}.npy`` and
 labels in ``DIR/{split}.{lang}.labels`` or, shared by all languages, ``DIR/{split}.labels``.
 """
-import json
 import os
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
+from fairseq_ctx.core.atomic_output import write_json
 
 
 def main(argv=None) -> None:
@@ -38,8 +38,7 @@ def main(argv=None) -> None:
     result = accuracy_matrix(train, test, args.hidden, args.epochs, args.seed)
     print(format_matrix(result))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=2)
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,12 @@ def main(argv=None) -> None:
                             checkpoint_file=args.checkpoint_file)
     except (ValueError, FileNotFoundError) as err:
         parser.exit(2, f"fairseq-ctx-embed: error: {err}\n")
-    count = embed_file(embedder, args.input, args.output, args.max_tokens, args.chunk_lines)
+    try:
+        count = embed_file(embedder, args.input, args.output, args.max_tokens, args.chunk_lines)
+    except TextEncodingError as err:
+        parser.exit(2, f"fairseq-ctx-embed: error: {err}\n")
+    except OSError as err:  # a full disk, or another run writing the same --output
+        parser.exit(1, f"fairseq-ctx-embed: error: {err.strerror or err}\n")
     print(f"embedded {count} lines of {args.input} -> {args.output}")
 
 

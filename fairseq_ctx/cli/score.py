@@ -28,10 +28,10 @@ sacreBLEU's note that the text looks tokenized is left out when --tokenize is gi
 --context-key, whose text is tokenized by design).
 """
 import argparse
-import json
 import sys
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
+from fairseq_ctx.core.atomic_output import write_json
 from fairseq_ctx.core.scoring import (DEFAULT_COMET_MODEL, REMOVE_BPE, document_bleu, load_translations,
                                       read_sentence_ids, score, split_documents, translation_scores)
 
@@ -70,8 +70,7 @@ def main(argv=None) -> None:
     else:
         result = _translation_scores(args)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
+        write_json(args.json, result)
 
 
 def _context_scores(args: argparse.Namespace) -> dict:

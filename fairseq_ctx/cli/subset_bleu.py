@@ -8,10 +8,10 @@ Each index file lists sentence ids of the ``fairseq-generate`` output (the numbe
 Example:
     fairseq-ctx-subset-bleu generate.out --helpful helpful.ids --unhelpful unhelpful.ids
 """
-import json
 import sys
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
+from fairseq_ctx.core.atomic_output import write_json
 
 
 def main(argv=None) -> None:
@@ -33,8 +33,7 @@ def main(argv=None) -> None:
     print(f"BLEU unhelpful = {result['bleu_unhelpful']:.2f} ({result['unhelpful_sentences']} sentences)")
     print(f"gap (unhelpful - helpful) = {result['gap']:+.2f}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,12 @@ Example:
     fairseq-ctx-supporting-attention checkpoints/hmce_target --data data-bin --spm spm.model \\
       --input data/scat/highlighted.valid --side target --json supporting_attention.json
 """
-import json
 import sys
 
 from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, model_inputs,
                                       refuse_overwriting, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
+from fairseq_ctx.core.atomic_output import write_json
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
 from fairseq_ctx.context.contrastive.scat import SIDES, read_marked_context
 
@@ -58,8 +58,7 @@ def main(argv=None) -> None:
             print(f"{len(origins)} marked lines left out ({reason}): {', '.join(origins[:5])}"
                   + (" ..." if len(origins) > 5 else ""))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(summary, handle, indent=2, ensure_ascii=False)
+        write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ distance margin (Artetxe & Schwenk, 2019); the error is the share of wrong retri
 directions. With --tgt-text (--src-text) a retrieval from the source (target) side counts as
 right when its text equals the aligned sentence's text (test sets have duplicate sentences).
 """
-import json
 
 from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
+from fairseq_ctx.core.atomic_output import write_json
 
 MARGINS = ("absolute", "ratio", "distance")
 
@@ -53,8 +53,7 @@ def main(argv=None) -> None:
     if args.json:
         report = {"k": args.k, "rows": rows, "search": search,
                   "results": {m: {d: e.as_dict() for d, e in directions.items()} for m, directions in result.items()}}
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(report, handle, indent=2)
+        write_json(args.json, report)
 
 
 if __name__ == "__main__":

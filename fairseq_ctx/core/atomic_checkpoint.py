@@ -15,23 +15,9 @@ import shutil
 from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 
+from fairseq_ctx.core.atomic_output import fsync_path, replace_durably
+
 COPY_CHUNK_BYTES = 16 * 1024 * 1024
-
-
-def fsync_path(path: str, directory: bool = False) -> None:
-    """Flush a file (any descriptor of it will do) or a directory entry to disk."""
-    descriptor = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def replace_durably(written: str, destination: str) -> None:
-    """fsync ``written``, rename it over ``destination`` and fsync the directory."""
-    fsync_path(written)
-    os.replace(written, destination)
-    fsync_path(os.path.dirname(os.path.abspath(destination)), directory=True)
 
 
 def atomic_copy(source: str, destination: str) -> None:

@@ -3,6 +3,7 @@ installed, the one message that says how to install it, and pyplot on the non-in
 backend. Tools and recipes check :func:`plots_available` before any computation, so a missing
 matplotlib is reported at once instead of after the work (or never, as an empty output folder)."""
 import importlib.util
+import os
 import logging
 
 PLOTS_INSTALL = 'pip install "fairseq-ctx[plots]"'
@@ -39,3 +40,13 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(figure, path: str, **options) -> None:
+    """``figure.savefig(path, **options)``, written atomically (``core.atomic_output``): the format
+    comes from ``path``'s extension, as savefig takes it."""
+    from fairseq_ctx.core.atomic_output import atomic_path
+
+    extension = os.path.splitext(path)[1].lstrip(".").lower() or None
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, format=extension, **options)

@@ -1,6 +1,14 @@
-"""Reading text inputs line by line as UTF-8, with an error that names the file, the line and the
-byte offset of the first byte that is not UTF-8 (instead of a UnicodeDecodeError traceback)."""
+"""The one reader of the package's text inputs: line by line as UTF-8, with an error that names the
+file, the line and the byte offset of the first byte that is not UTF-8 (instead of a
+UnicodeDecodeError traceback). A UTF-8 byte-order mark at the start of a file is dropped (it is
+not text: kept, it would become part of the first word, document id or label); ``\r\n`` is read
+as ``\n``; a carriage return inside a line and a NUL byte are refused naming the file and line
+(Python's text mode would split the line at a lone ``\r``, fairseq-preprocess splits there too,
+and the two files of a pair would no longer align)."""
 from typing import BinaryIO, Iterator, List
+
+
+BYTE_ORDER_MARK = "\ufeff"
 
 
 class TextEncodingError(ValueError):
@@ -8,8 +16,9 @@ class TextEncodingError(ValueError):
 
 
 def utf8_lines(handle: BinaryIO, name: str) -> Iterator[str]:
-    """Decode a binary stream line by line (``\\r\\n`` read as ``\\n``, as text mode does), raising
-    :class:`TextEncodingError` at the first line that is not UTF-8."""
+    """Decode a binary stream line by line (``\\r\\n`` read as ``\\n``, as text mode does; a
+    byte-order mark at its start dropped), raising :class:`TextEncodingError` at the first line
+    that is not UTF-8 or holds a lone carriage return or a NUL byte."""
     offset = 0
     for line_no, raw in enumerate(handle, start=1):
         try:
@@ -21,7 +30,17 @@ def utf8_lines(handle: BinaryIO, name: str) -> Iterator[str]:
                 f"iconv -f LATIN1 -t UTF-8, for Latin-1 text) and write it to a new file"
             ) from None
         offset += len(raw)
-        yield line[:-2] + "\n" if line.endswith("\r\n") else line
+        if line_no == 1 and line.startswith(BYTE_ORDER_MARK):
+            line = line[1:]
+        line = line[:-2] + "\n" if line.endswith("\r\n") else line
+        if "\r" in line:
+            raise TextEncodingError(
+                f"{name}:{line_no}: a carriage return (\\r) inside the line, where other tools would end it; remove "
+                f"it (e.g. tr -d '\\r' < FILE > NEW) or replace it with a space, and write a new file")
+        if "\x00" in line:
+            raise TextEncodingError(f"{name}:{line_no}: a NUL byte (\\0) in the line: this is not a text file, or "
+                                    f"it is UTF-16 (convert with iconv -f UTF-16 -t UTF-8)")
+        yield line
 
 
 def read_utf8_lines(path: str) -> List[str]:

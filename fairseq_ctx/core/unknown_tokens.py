@@ -2,8 +2,10 @@
 training data (a sentencepiece model left out) or in another language or script gives output
 that looks like a translation or an embedding but is not one."""
 import logging
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +23,7 @@ class UnknownTokenCheck:
         self.tokens = self.unknown = 0
         self.warned = False
 
-    def add(self, tokens: torch.Tensor) -> None:
+    def add(self, tokens: "torch.Tensor") -> None:
         words = tokens[tokens.ne(self.eos)]
         self.tokens += words.numel()
         self.unknown += int(words.eq(self.unk).sum())

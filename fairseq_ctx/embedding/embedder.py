@@ -10,8 +10,10 @@ import numpy as np
 import torch
 from fairseq.data import data_utils
 
+from fairseq_ctx.core.atomic_output import atomic_path, reserve_space
 from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
+from fairseq_ctx.core.text_input import utf8_lines
 from fairseq_ctx.core.tool_loading import DEFAULT_CHECKPOINT_FILE, load_models
 from fairseq_ctx.core.unknown_tokens import UnknownTokenCheck
 
@@ -89,21 +91,26 @@ def unknown_tokens_fix(embedder: Embedder) -> str:
 
 
 def embed_file(embedder: Embedder, input_path: str, output_path: str, max_tokens: int, chunk_lines: int) -> int:
-    """Embed every line of ``input_path`` into the .npy ``output_path``; returns the line count.
-    A warning names the input when its first chunk is mostly ``<unk>``."""
-    with open(input_path, encoding="utf-8") as handle:
-        total = sum(1 for _ in handle)
+    """Embed every line of ``input_path`` (read as :mod:`~fairseq_ctx.core.text_input` reads text)
+    into the .npy ``output_path``; returns the line count. The file is written atomically, its
+    disk space reserved before the first row (a full disk is an error naming it, not a SIGBUS of
+    the memory map). A warning names the input when its first chunk is mostly ``<unk>``."""
+    with open(input_path, "rb") as handle:
+        total = sum(1 for _ in utf8_lines(handle, input_path))
     unknown = UnknownTokenCheck(embedder.task.source_dictionary, input_path, unknown_tokens_fix(embedder))
-    out = np.lib.format.open_memmap(output_path, mode="w+", dtype=np.float32, shape=(total, embedder.dim))
-    start = 0
-    with open(input_path, encoding="utf-8") as handle, progress(total=total, desc="embed", unit="line") as bar:
-        while True:
-            chunk = list(itertools.islice(handle, chunk_lines))
-            if not chunk:
-                break
-            out[start:start + len(chunk)] = embedder.embed_lines(chunk, max_tokens, unknown)
-            start += len(chunk)
-            bar.update(len(chunk))
-    out.flush()
-    del out
+    with atomic_path(output_path) as temporary:
+        out = np.lib.format.open_memmap(temporary, mode="w+", dtype=np.float32, shape=(total, embedder.dim))
+        reserve_space(temporary, output_path)
+        start = 0
+        with open(input_path, "rb") as handle, progress(total=total, desc="embed", unit="line") as bar:
+            lines = utf8_lines(handle, input_path)
+            while True:
+                chunk = list(itertools.islice(lines, chunk_lines))
+                if not chunk:
+                    break
+                out[start:start + len(chunk)] = embedder.embed_lines(chunk, max_tokens, unknown)
+                start += len(chunk)
+                bar.update(len(chunk))
+        out.flush()
+        del out
     return total

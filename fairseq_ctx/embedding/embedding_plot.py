@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from fairseq_ctx.core.plots import PLOTS_INSTALL, pyplot
+from fairseq_ctx.core.plots import PLOTS_INSTALL, pyplot, save_figure
 
 logger = logging.getLogger(__name__)
 
@@ -50,5 +50,5 @@ def plot(groups: List[str], arrays: List[np.ndarray], output: str, labels: Optio
     ax.legend(fontsize=7, markerscale=1.2, loc="best")
     ax.set_title(title or f"{method.upper()} of {', '.join(groups)}")
     fig.tight_layout()
-    fig.savefig(output, dpi=110)
+    save_figure(fig, output, dpi=110)
     plt.close(fig)

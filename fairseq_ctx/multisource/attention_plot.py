@@ -13,7 +13,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
-from fairseq_ctx.core.plots import pyplot
+from fairseq_ctx.core.plots import pyplot, save_figure
 
 QUANTITY = {"hierarchical": "beta (attention over inputs)", "flat": "attention mass per input",
             "serial": "context-vector norm share", "parallel": "context-vector norm share",
@@ -50,7 +50,7 @@ def plot(records: List[Dict], inputs: List[str], title: str, path: str) -> None:
         ax.set_title(f"sentence {record['id']}", fontsize=9)
     fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
     fig.suptitle(title, fontsize=9)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    save_figure(fig, path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Tuple
 
 from fairseq_ctx.core.output_paths import check_outputs
+from fairseq_ctx.core.atomic_output import atomic_output, write_text
 from fairseq_ctx.core.text_input import read_utf8_lines
 
 
@@ -76,9 +77,8 @@ def write_documents(examples: List[OneLineExample], out_prefix: str, source_lang
     os.makedirs(directory, exist_ok=True)
     sentence_ids: List[int] = []
     line = 0
-    with open(f"{out_prefix}.{source_lang}", "w", encoding="utf-8") as src, \
-            open(f"{out_prefix}.{target_lang}", "w", encoding="utf-8") as tgt, \
-            open(f"{out_prefix}.docids", "w", encoding="utf-8") as docids:
+    with atomic_output(f"{out_prefix}.{source_lang}") as src, atomic_output(f"{out_prefix}.{target_lang}") as tgt, \
+            atomic_output(f"{out_prefix}.docids") as docids:
         for number, example in enumerate(examples):
             for source, target in example.document():
                 src.write(source + "\n")
@@ -86,8 +86,7 @@ def write_documents(examples: List[OneLineExample], out_prefix: str, source_lang
                 docids.write(f"{doc_prefix}{number}\n")
                 line += 1
             sentence_ids.append(line - 1)
-    with open(f"{out_prefix}.sentence_ids", "w", encoding="utf-8") as handle:
-        handle.write("".join(f"{number}\n" for number in sentence_ids))
+    write_text(f"{out_prefix}.sentence_ids", "".join(f"{number}\n" for number in sentence_ids))
     return sentence_ids
 
 

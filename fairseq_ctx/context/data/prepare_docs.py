@@ -5,6 +5,7 @@ import os
 from typing import List
 
 from fairseq_ctx.core.output_paths import check_outputs
+from fairseq_ctx.core.atomic_output import atomic_output
 from fairseq_ctx.core.text_input import read_utf8_lines
 
 
@@ -36,9 +37,8 @@ def prepare(src_docs: str, tgt_docs: str, out_prefix: str, src_lang: str, tgt_la
                 f"document {number}: {len(s)} sentences in {src_docs} but {len(t)} in {tgt_docs}"
             )
     os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
-    with open(f"{out_prefix}.{src_lang}", "w", encoding="utf-8") as fs, \
-            open(f"{out_prefix}.{tgt_lang}", "w", encoding="utf-8") as ft, \
-            open(f"{out_prefix}.docids", "w", encoding="utf-8") as fd:
+    with atomic_output(f"{out_prefix}.{src_lang}") as fs, atomic_output(f"{out_prefix}.{tgt_lang}") as ft, \
+            atomic_output(f"{out_prefix}.docids") as fd:
         for number, (s, t) in enumerate(zip(source, target)):
             for src_line, tgt_line in zip(s, t):
                 fs.write(src_line + "\n")
