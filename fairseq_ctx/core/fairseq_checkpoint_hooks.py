@@ -13,6 +13,11 @@ nothing runs per training step).
   complete checkpoint in ``--save-dir`` (newest by the updates stored in it, not by file time),
   or stops naming the file and what to do when there is none. Every rank decides from the files
   alone, so data-parallel ranks agree.
+- Restarting a ``--restore-file X`` command: when ``--save-dir`` already holds the run's own
+  ``checkpoint_last.pt``, stock fairseq loads X again at every restart and silently throws away
+  the updates trained since; the run resumes from its own checkpoint instead (as fairseq's
+  ``--continue-once X`` does; the ``--reset-*`` options were for X and are not applied), with a
+  warning naming both files. To start over from X, move checkpoint_last.pt away.
 - Re-running a finished command: when the checkpoint training resumes from is already at
   ``--max-update``, fairseq would train one more update and save it over
   ``checkpoint_last.pt`` and ``checkpoint_best.pt``; instead the run says so and ends (exit
@@ -141,6 +146,8 @@ def _load_checkpoint(original, cfg, trainer, **passthrough_args):
         raise CheckpointError(
             f"fairseq-train --restore-file: checkpoint {restore} does not exist (fairseq would silently train "
             f"from scratch); pass an existing checkpoint, or leave --restore-file out to resume from {last}")
+    if cfg.restore_file != DEFAULT_RESTORE_FILE and os.path.isfile(last) and not os.path.samefile(restore, last):
+        return resume_own_checkpoint(original, cfg, trainer, restore, last, passthrough_args)
     finetune = (cfg.finetune_from_model is not None and cfg.restore_file == DEFAULT_RESTORE_FILE
                 and not PathManager.exists(last))
     if finetune and not PathManager.isfile(cfg.finetune_from_model):
@@ -174,6 +181,40 @@ def _load_checkpoint(original, cfg, trainer, **passthrough_args):
                 return stop_if_finished(original(cfg, trainer, **passthrough_args), fallback, trainer)
         finally:
             cfg.restore_file, cfg.finetune_from_model = saved
+
+
+RESET_OPTIONS = ("reset_optimizer", "reset_lr_scheduler", "reset_meters", "reset_dataloader")
+
+
+def resume_own_checkpoint(original, cfg, trainer, restore: str, last: str, passthrough_args):
+    """``--restore-file X`` given to a save dir that already holds this run's own
+    ``checkpoint_last.pt``: a restart of the same command. Stock fairseq loads X again each time,
+    silently discarding every update trained since; here the run resumes from its own checkpoint
+    (as fairseq's ``--continue-once X`` does), completely (the ``--reset-*`` options were for X),
+    and says so loudly. To start over from X, move checkpoint_last.pt away or give another --save-dir."""
+    logger.warning("=" * 80)
+    logger.warning(f"--restore-file {restore}, but {cfg.save_dir} already holds this run's own {last} (update "
+                   f"{checkpoint_updates_text(training_progress(last))}): RESUMING FROM {last}, as a restart of this "
+                   f"command must. Loading {restore} again (stock fairseq) would throw away every update trained "
+                   f"since. To start over from {restore}, move {last} away or give another --save-dir.")
+    logger.warning("=" * 80)
+    saved = cfg.restore_file, *(getattr(cfg, name) for name in RESET_OPTIONS)
+    with open_dict(cfg):
+        cfg.restore_file = DEFAULT_RESTORE_FILE
+        for name in RESET_OPTIONS:
+            setattr(cfg, name, False)
+        try:
+            with loading_for("fairseq-train (resume)"):
+                return stop_if_finished(original(cfg, trainer, **passthrough_args), last, trainer)
+        finally:
+            cfg.restore_file = saved[0]
+            for name, value in zip(RESET_OPTIONS, saved[1:]):
+                setattr(cfg, name, value)
+
+
+def checkpoint_updates_text(progress) -> str:
+    """The updates a checkpoint's training progress records, in words."""
+    return "unknown" if progress is None else str(progress[0])
 
 
 def stop_if_finished(loaded, checkpoint: str, trainer):
