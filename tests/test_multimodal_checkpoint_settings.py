@@ -65,3 +65,19 @@ def test_an_own_extra_source_dictionary_other_than_the_trained_one_is_refused(mu
     with pytest.raises(CheckpointError, match=r"the extra source fr dictionary read from .* is not the one .* was "
                                               r"trained with .*entry 4 is"):
         generate(swapped, checkpoint, tmp_path / "out")
+
+
+def test_the_tools_read_the_trained_inputs_from_the_checkpoint_too(multimodal_data, checkpoint, tmp_path):
+    """fairseq-ctx-attention-plot and fairseq-ctx-adversarial without the input options: the model's
+    inputs come from the checkpoint (adversarial shuffles each of them)."""
+    import json
+
+    from conftest import run_tool
+
+    out = tmp_path / "attention"
+    run_tool(["fairseq-ctx-attention-plot", str(multimodal_data), "--path", str(checkpoint), "--sentences", "0,1",
+              "--out", str(out)])
+    assert json.loads(out.with_suffix(".json").read_text())["inputs"] == ["source", "img", "fr"]
+    run_tool(["fairseq-ctx-adversarial", str(multimodal_data), "--path", str(checkpoint), "-s", "en", "-t", "de",
+              "--beam", "1", "--json", str(tmp_path / "adv.json"), "--cpu", "--max-len-b", "3"])
+    assert set(json.loads((tmp_path / "adv.json").read_text())) == {"original", "shuffled img", "shuffled fr"}

@@ -15,7 +15,7 @@ import os
 import sys
 
 from fairseq_ctx.cli.tool_args import (add_checkpoint_args, add_multimodal_input_args, checkpoint_inputs,
-                                      refuse_bad_generation, refuse_below_one, refuse_overwriting,
+                                      multimodal_inputs, refuse_bad_generation, refuse_below_one, refuse_overwriting,
                                       resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.core.atomic_output import write_json
@@ -51,20 +51,24 @@ def main(argv=None) -> None:
     logger = configure_tool_logging("adversarial")
     from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
     from fairseq_ctx.core.tool_loading import resolve_checkpoint
+    from fairseq_ctx.core.fairseq_checkpoint_hooks import saved_task_config
     from fairseq_ctx.multisource.adversarial import DecodeOptions, adversarial_evaluation
+    from fairseq_ctx.multisource.multimodal_translation_task import trained_inputs
 
     try:
         checkpoint = resolve_checkpoint(args.checkpoint, args.checkpoint_file)
-        check_task(read_checkpoint(checkpoint, TOOL), checkpoint, ["multimodal_translation"], TOOL)
+        state = read_checkpoint(checkpoint, TOOL)
+        check_task(state, checkpoint, ["multimodal_translation"], TOOL)
     except FileNotFoundError as err:
         sys.exit(f"{TOOL}: {err}")
     except CheckpointError as err:
         sys.exit(str(err))
-    options = DecodeOptions(checkpoint, args.user_dir, args.gen_subset, args.feature_inputs, args.extra_source_langs,
-                            args.extra_source_dict, args.source_lang, args.target_lang, args.beam, args.batch_size,
-                            args.cpu, extra)
-    inputs = args.shuffle.split(",") if args.shuffle else [*args.feature_inputs.split(","),
-                                                            *args.extra_source_langs.split(",")]
+    given = trained_inputs(saved_task_config(state), multimodal_inputs(args))
+    options = DecodeOptions(checkpoint, args.user_dir, args.gen_subset, given["feature_inputs"],
+                            given["extra_source_langs"], given["extra_source_dict"], args.source_lang, args.target_lang,
+                            args.beam, args.batch_size, args.cpu, extra)
+    inputs = args.shuffle.split(",") if args.shuffle else [*given["feature_inputs"].split(","),
+                                                            *given["extra_source_langs"].split(",")]
     shuffle = [name for name in inputs if name]
     logger.info("decoding %s unchanged and with %s shuffled", args.gen_subset, ", ".join(shuffle) or "nothing")
     try:

@@ -18,7 +18,7 @@ import os
 import sys
 
 from fairseq_ctx.cli.tool_args import (add_checkpoint_args, add_multimodal_input_args, checkpoint_inputs,
-                                      refuse_overwriting, resolve_checkpoint_args, tool_parser)
+                                      multimodal_inputs, refuse_overwriting, resolve_checkpoint_args, tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.core.atomic_output import write_json
 
@@ -50,15 +50,17 @@ def main(argv=None) -> None:
     from fairseq_ctx.core.tool_loading import load_models
     from fairseq_ctx.multisource.attention_plot import QUANTITY, attention_records, plot
 
-    overrides = {"feature_inputs": args.feature_inputs, "extra_source_langs": args.extra_source_langs,
-                 "extra_source_dict": args.extra_source_dict}
+    overrides = {name: value for name, value in multimodal_inputs(args).items() if value is not None}
     try:
         models, _, task = load_models(args.checkpoint, ["multimodal_translation"], TOOL, args.checkpoint_file,
                                       args.data, overrides, cpu=True)
     except (CheckpointError, FileNotFoundError) as err:
         sys.exit(f"{TOOL}: {err}" if isinstance(err, FileNotFoundError) else str(err))
     sentence_ids = [int(i) for i in args.sentences.split(",")]
-    combination, inputs, records = attention_records(models[0], task, args.gen_subset, sentence_ids, args.layer)
+    try:
+        combination, inputs, records = attention_records(models[0], task, args.gen_subset, sentence_ids, args.layer)
+    except ValueError as err:
+        parser.error(str(err))
     rnn = getattr(models[0].decoder, "attention", None) is not None
     title = f"{combination}: {QUANTITY[combination]}" + ("" if rnn else f", decoder layer {args.layer}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

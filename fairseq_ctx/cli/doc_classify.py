@@ -7,7 +7,7 @@ labels in ``DIR/{split}.{lang}.labels`` or, shared by all languages, ``DIR/{spli
 """
 import os
 
-from fairseq_ctx.cli.tool_args import refuse_overwriting, tool_parser
+from fairseq_ctx.cli.tool_args import refuse_below_one, refuse_overwriting, tool_parser
 from fairseq_ctx.core.atomic_output import write_json
 
 
@@ -24,6 +24,7 @@ def main(argv=None) -> None:
                         help="seed of the classifiers' initialisation and dropout (torch.manual_seed)")
     parser.add_argument("--json", help="also write the matrix and summary here")
     args = parser.parse_args(argv)
+    refuse_below_one(parser, {"--hidden": args.hidden, "--epochs": args.epochs})
     langs = [l for l in args.langs.split(",") if l]
     read = [name for split in (args.train_split, args.test_split)
             for name in (f"{split}.labels", *(f"{split}.{l}.{ext}" for l in langs for ext in ("npy", "labels")))]

@@ -5,7 +5,7 @@ Example:
     fairseq-ctx-make-contrastive contrastive --docs 60 --context-size 2
     # → contrastive/contrastive.{src.en,ref.de,contrastive0.de,contrastive1.de,context0.en,context1.en,category}
 """
-from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir, tool_parser
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_below_one, refuse_non_empty_dir, tool_parser
 from fairseq_ctx.context.demo.contrastive_set import write_contrastive_set
 
 
@@ -21,6 +21,7 @@ def main(argv=None) -> None:
                         help="context files to write, contextK.en = the sentence K+1 back (context0: the previous one)")
     add_overwrite_arg(parser)
     args = parser.parse_args(argv)
+    refuse_below_one(parser, {"--docs": args.docs})
     refuse_non_empty_dir(parser, args.out_dir, args.overwrite)
     count = write_contrastive_set(args.out_dir, args.docs, args.seed, args.context_size)
     print(f"{count} contrastive examples written to {args.out_dir}")

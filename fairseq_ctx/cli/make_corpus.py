@@ -14,7 +14,7 @@ Example:
     fairseq-ctx-make-corpus raw --setting target --seed 1
     # → raw/{train,valid,test}.{en,de,ctxkey} and raw/anaphora.json
 """
-from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir, tool_parser
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_below_one, refuse_non_empty_dir, tool_parser
 from fairseq_ctx.context.demo.synthetic_corpus import SETTINGS, CorpusSizes, write_corpus
 from fairseq_ctx.context.demo.target_contrastive_set import write_target_anaphora
 
@@ -34,6 +34,8 @@ def main(argv=None) -> None:
                         help="--setting target: blocks of anaphora.json (two contrastive pairs each)")
     add_overwrite_arg(parser)
     args = parser.parse_args(argv)
+    refuse_below_one(parser, {"--train-docs": args.train_docs, "--valid-docs": args.valid_docs,
+                              "--test-docs": args.test_docs})
     if args.contrastive_blocks < 1:
         parser.error("--contrastive-blocks must be at least 1")
     refuse_non_empty_dir(parser, args.out_dir, args.overwrite)

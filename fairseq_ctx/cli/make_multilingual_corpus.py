@@ -1,5 +1,5 @@
 """``fairseq-ctx-make-multilingual-corpus``: write the generated multilingual embedding demo corpus."""
-from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir, tool_parser
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_below_one, refuse_non_empty_dir, tool_parser
 from fairseq_ctx.embedding.demo.multilingual_corpus import LANGUAGES, PIVOTS, MultilingualSizes, write_multilingual_corpus
 
 
@@ -16,6 +16,8 @@ def main(argv=None) -> None:
                         help="documents in the test split")
     add_overwrite_arg(parser)
     args = parser.parse_args(argv)
+    refuse_below_one(parser, {"--train-docs": args.train_docs, "--valid-docs": args.valid_docs,
+                              "--test-docs": args.test_docs})
     refuse_non_empty_dir(parser, args.out_dir, args.overwrite)
     sizes = MultilingualSizes(args.train_docs, args.valid_docs, args.test_docs)
     counts = write_multilingual_corpus(args.out_dir, sizes, seed=args.seed)

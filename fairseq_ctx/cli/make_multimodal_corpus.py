@@ -1,5 +1,5 @@
 """``fairseq-ctx-make-multimodal-corpus``: write the generated multimodal demo corpus."""
-from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_non_empty_dir, tool_parser
+from fairseq_ctx.cli.tool_args import add_overwrite_arg, refuse_below_one, refuse_non_empty_dir, tool_parser
 from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes, write_multimodal_corpus
 
 
@@ -24,6 +24,8 @@ def main(argv=None) -> None:
                              "unit variance)")
     add_overwrite_arg(parser)
     args = parser.parse_args(argv)
+    refuse_below_one(parser, {"--train": args.train, "--valid": args.valid, "--test": args.test,
+                              "--regions": args.regions, "--feature-dim": args.feature_dim, "--images": args.images})
     refuse_non_empty_dir(parser, args.out_dir, args.overwrite)
     if args.images < 1:
         parser.error(f"--images must be at least 1, got {args.images}")

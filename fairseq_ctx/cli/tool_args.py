@@ -186,13 +186,20 @@ def load_translator(parser: argparse.ArgumentParser, args: argparse.Namespace, *
 
 
 def add_multimodal_input_args(parser: argparse.ArgumentParser) -> None:
-    """The inputs of a multimodal_translation model besides its text, as it was trained with them."""
-    parser.add_argument("--feature-inputs", default="",
-                        help="comma-separated dense inputs the model was trained with, {split}.{name}.npy in --data "
-                             "(the task's --feature-inputs, e.g. img); empty: none")
-    parser.add_argument("--extra-source-langs", default="",
-                        help="comma-separated extra source languages the model was trained with, binarized as "
-                             "{split}.{lang}-{tgt}.{lang} in --data (the task's --extra-source-langs); empty: none")
-    parser.add_argument("--extra-source-dict", default="shared",
-                        help="dictionary of the extra sources, as in training: 'shared' (the source dictionary) or "
-                             "'own' (dict.{lang}.txt in --data)")
+    """The inputs of a multimodal_translation model besides its text; by default the ones it was
+    trained with (read from the checkpoint), a value given otherwise is refused."""
+    parser.add_argument("--feature-inputs",
+                        help="comma-separated dense inputs, {split}.{name}.npy in --data (the task's --feature-inputs, "
+                             "e.g. img); default: the ones the model was trained with")
+    parser.add_argument("--extra-source-langs",
+                        help="comma-separated extra source languages, binarized as {split}.{lang}-{tgt}.{lang} in "
+                             "--data (the task's --extra-source-langs); default: the ones the model was trained with")
+    parser.add_argument("--extra-source-dict", choices=["shared", "own"],
+                        help="dictionary of the extra sources: 'shared' (the source dictionary) or 'own' "
+                             "(dict.{lang}.txt in --data); default: the one the model was trained with")
+
+
+def multimodal_inputs(args: argparse.Namespace) -> Dict[str, Optional[str]]:
+    """The input options of :func:`add_multimodal_input_args` as given (None: not given)."""
+    return {"feature_inputs": args.feature_inputs, "extra_source_langs": args.extra_source_langs,
+            "extra_source_dict": args.extra_source_dict}

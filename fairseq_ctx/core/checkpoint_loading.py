@@ -139,7 +139,22 @@ def read_checkpoint(path: str, purpose: str, arg_overrides: Optional[Dict] = Non
     state = load_state(path, purpose, arg_overrides)
     if "model" not in state or (state.get("cfg") is None and state.get("args") is None):
         raise CheckpointError(not_fairseq(path, purpose, f"it has {sorted(state)[:6]}"))
+    check_finite_weights(state["model"], path, purpose)
     return state
+
+
+def check_finite_weights(weights: Dict, path: str, purpose: str) -> None:
+    """Refuse a checkpoint with a NaN or infinite weight: every score computed from it would be
+    NaN or meaningless (contrastive accuracy 0/N, CXMI nan, rows of NaN), its checksums valid."""
+    for name, tensor in weights.items():
+        if torch.is_tensor(tensor) and tensor.is_floating_point():
+            bad = int((~torch.isfinite(tensor)).sum())
+            if bad:
+                raise CheckpointError(
+                    f"{purpose}: checkpoint {path} has non-finite weights ({name}: {bad} of {tensor.numel()} values "
+                    f"NaN or infinite): the training diverged before it was saved, and nothing computed from it is a "
+                    f"score. Use an earlier checkpoint of the run (checkpoint_best.pt, an epoch checkpoint) or train "
+                    f"again (a lower --lr, --clip-norm)")
 
 
 def not_fairseq(path: str, purpose: str, detail: str) -> str:
@@ -278,6 +293,7 @@ def load_ensemble(path: str, tasks: Optional[Sequence[str]], purpose: str, arg_o
     resolve_data_directory(state, path, purpose, arg_overrides)
     cfg = convert_namespace_to_omegaconf(state["args"]) if state.get("args") is not None else state["cfg"]
     task = fairseq_tasks.setup_task(cfg.task, from_checkpoint=True)
-    check_dictionaries(state, path, purpose, {"source": task.source_dictionary, "target": task.target_dictionary},
-                       utils.split_paths(cfg.task.data)[0])
+    read = task.dictionaries_read() if hasattr(task, "dictionaries_read") else {
+        "source": task.source_dictionary, "target": task.target_dictionary}
+    check_dictionaries(state, path, purpose, read, utils.split_paths(cfg.task.data)[0])
     return checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=arg_overrides, task=task, state=state)

@@ -27,7 +27,11 @@ def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
     from fairseq_ctx.multisource.transformer_layers import MultiSourceTransformerDecoder
 
     if isinstance(model.decoder, MultiSourceTransformerDecoder):
-        alignment = {"alignment_layer": layer % model.decoder.num_layers}
+        layers = model.decoder.num_layers
+        if not -layers <= layer < layers:
+            raise ValueError(f"--layer {layer}: the decoder has {layers} layer(s), 0..{layers - 1} (or -1..-{layers} "
+                             f"from the end)")
+        alignment = {"alignment_layer": layer % layers}
     elif isinstance(model.decoder, MultiSourceRNNDecoder):
         alignment = {}
     else:

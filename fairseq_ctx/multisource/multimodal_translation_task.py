@@ -65,6 +65,13 @@ def _default(name: str) -> str:
     return MultimodalTranslationConfig.__dataclass_fields__[name].default
 
 
+def trained_inputs(trained, given: Dict[str, Optional[str]]) -> Dict[str, str]:
+    """The input settings (:data:`INPUT_SETTINGS`) of a tool: each ``given`` one that is not None,
+    else the one the checkpoint was trained with (``trained``: its task config)."""
+    return {name: given[name] if given.get(name) is not None else (trained.get(name) or _default(name))
+            for name, _ in INPUT_SETTINGS}
+
+
 @register_task("multimodal_translation", dataclass=MultimodalTranslationConfig)
 class MultimodalTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask):
     """Translation whose batches carry ``net_input["aux_inputs"]`` (Libovický, 2019, ch. 5). Validates every

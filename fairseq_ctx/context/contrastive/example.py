@@ -72,9 +72,12 @@ def is_integer(value: Any) -> bool:
 
 
 def check_examples(examples: Sequence[ContrastiveExample]) -> None:
-    """Every example needs a non-empty source sentence and non-empty candidates: an empty
+    """A set needs examples, and every example a non-empty source sentence and non-empty candidates: an empty
     candidate gets a score (the log-probability of ``</s>`` alone) that can beat a real
     translation, and an empty source makes the comparison meaningless."""
+    if not examples:
+        raise ContrastiveInputError("the set has no examples: an accuracy of 0 examples is not a score; check --input "
+                                    "(or --source/--reference/--contrastive) and --format")
     problems = []
     for example in examples:
         if not example.source.strip():
