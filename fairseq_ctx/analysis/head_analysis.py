@@ -11,7 +11,7 @@ import csv
 import itertools
 import os
 import re
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -90,22 +90,28 @@ def head_statistics(heads: np.ndarray) -> dict:
     }
 
 
-def heatmaps(panels: Dict[str, np.ndarray], title: str, path: str, xlabel: str, ylabel: str) -> None:
+def heatmaps(panels: Dict[str, np.ndarray], title: str, path: str, xlabel: str, ylabel: str,
+             colour_label: Optional[Dict[str, str]] = None) -> None:
+    """One similarity heatmap per panel (0 to 1), each with its colour bar labelled by the measure
+    (``colour_label``: panel → measure; default: linear CKA)."""
     plt = pyplot()
     cols = min(4, len(panels))
     rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.9 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.axis("off")
     for ax, (name, matrix) in zip(axes.flat, panels.items()):
         image = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
-        ax.set_title(name, fontsize=7)
-        ax.set_xlabel(xlabel, fontsize=7)
-        ax.set_ylabel(ylabel, fontsize=7)
-        fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.suptitle(title, fontsize=9)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.tick_params(labelsize=8)
+        bar = fig.colorbar(image, ax=ax, fraction=0.046)
+        bar.set_label((colour_label or {}).get(name, "linear CKA"), fontsize=9)
+        bar.ax.tick_params(labelsize=8)
+    fig.suptitle(title, fontsize=12)
     fig.tight_layout()
-    save_figure(fig, path, dpi=90)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -168,5 +174,6 @@ def analyze(models: Sequence[torch.nn.Module], tags: Sequence[str], tasks: Seque
                      os.path.join(output_dir, f"heads_{tag}.png"), "head", "head")
         for kind, item in (layers or {}).items():
             heatmaps({"CKA": np.array(item["cka"]), "SVCCA": np.array(item["svcca"])}, f"{kind}: {tags[0]} × {tags[1]}",
-                     os.path.join(output_dir, f"layers_{kind}.png"), f"layer ({tags[1]})", f"layer ({tags[0]})")
+                     os.path.join(output_dir, f"layers_{kind}.png"), f"layer ({tags[1]})", f"layer ({tags[0]})",
+                     {"CKA": "linear CKA", "SVCCA": "SVCCA (99% variance)"})
     return {tag: float(np.mean([r["mean_cka"] for r in rows if r["model"] == tag])) for tag in tags}

@@ -62,12 +62,15 @@ def main(argv=None) -> None:
     except ValueError as err:
         parser.error(str(err))
     rnn = getattr(models[0].decoder, "attention", None) is not None
-    title = f"{combination}: {QUANTITY[combination]}" + ("" if rnn else f", decoder layer {args.layer}")
+    layers = 1 if rnn else models[0].decoder.num_layers
+    read = args.layer % layers
+    title = f"{combination}: {QUANTITY[combination]}" + (
+        "" if rnn else f", decoder layer {read} of 0..{layers - 1}{' (the last)' if read == layers - 1 else ''}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_json(args.out + ".json", {"combination": combination, "quantity": QUANTITY[combination], "layer": args.layer,
                                     "inputs": inputs, "sentences": records}, indent=1)
     if plots:
-        plot(records, inputs, title, args.out + ".png")
+        plot(records, inputs, title, args.out + ".png", QUANTITY[combination])
         print(f"wrote {args.out}.png and {args.out}.json")
     else:
         print(f"wrote {args.out}.json")

@@ -41,19 +41,26 @@ def input_attention(model, sample: Dict, layer: int) -> torch.Tensor:
     return extra["input_weights"][0]
 
 
-def plot(records: List[Dict], inputs: List[str], title: str, path: str) -> None:
+def plot(records: List[Dict], inputs: List[str], title: str, path: str, quantity: str) -> None:
+    """One heatmap per sentence (target tokens × inputs), titled with its source sentence; the colour
+    bar is labelled with the ``quantity`` shown."""
+    import textwrap
+
     plt = pyplot()
     label_width = 0.09 * max(len(token) for r in records for token in r["target"])
-    height = 0.35 * max(len(r["target"]) for r in records) + 2
-    fig, axes = plt.subplots(1, len(records), figsize=(len(records) * (0.7 * len(inputs) + label_width + 0.6) + 1, height),
+    height = 0.35 * max(len(r["target"]) for r in records) + 2.5
+    panel_width = 0.7 * len(inputs) + label_width + 1.4
+    fig, axes = plt.subplots(1, len(records), figsize=(len(records) * panel_width + 1.5, height),
                              squeeze=False, gridspec_kw={"wspace": label_width + 0.4})
     for ax, record in zip(axes[0], records):
         image = ax.imshow(record["weights"], vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_xticks(range(len(inputs)), inputs, rotation=45)
         ax.set_yticks(range(len(record["target"])), record["target"])
-        ax.set_title(f"sentence {record['id']}", fontsize=9)
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
-    fig.suptitle(title, fontsize=9)
+        source = textwrap.shorten(record["source"], width=90, placeholder=" …")
+        ax.set_title(f"sentence {record['id']}:\n" + "\n".join(textwrap.wrap(source, width=30)), fontsize=8)
+    bar = fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
+    bar.set_label(quantity, fontsize=9)
+    fig.suptitle(title, fontsize=10)
     save_figure(fig, path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
