@@ -67,3 +67,29 @@ def test_sizes_below_one_are_refused_before_any_work(tool, args, message, tmp_pa
         entry([*where, *args])
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_bf16_on_the_cpu_names_amp_before_fairseq_fails_inside(tiny_data, tmp_path):
+    with pytest.raises(ValueError, match=r"^--bf16 on the CPU: .* use --amp instead"):
+        call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+                                    "--context-size", "0", "--arch", "transformer", *TINY_MODEL, "--optimizer", "adam",
+                                    "--lr", "1e-3", "--max-tokens", "300", "--max-update", "1", "--cpu", "--bf16",
+                                    "--disable-validation", "--save-dir", str(tmp_path / "ck")])
+
+
+def test_a_checkpoint_whose_pickle_would_run_code_is_refused_naming_it(diverged, tmp_path):
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError, read_checkpoint
+
+    state = torch.load(diverged[0], weights_only=True)
+    state["extra_state"] = {"payload": RunsCode()}
+    crafted = tmp_path / "crafted.pt"
+    torch.save(state, crafted)
+    with pytest.raises(CheckpointError, match=rf"^fairseq-ctx-test: checkpoint {crafted} holds the pickled "
+                                              rf"global print, outside torch's weights-only allow-list: loading it "
+                                              rf"could run code, so it is refused"):
+        read_checkpoint(str(crafted), "fairseq-ctx-test")
+
+
+class RunsCode:
+    def __reduce__(self):
+        return (print, ("ran",))

@@ -106,3 +106,29 @@ def test_context_size_zero_gives_plain_sentence_batches(tiny_data):
     task.load_dataset("train")
     batch = batch_of(task, "train", [0, 1, 2])
     assert set(batch["net_input"]) == {"src_tokens", "src_lengths", "prev_output_tokens"}
+
+
+def test_a_context_size_beyond_the_longest_document_is_bounded_by_it(tiny_data, caplog):
+    """--context-size 1,000,000 on documents of a few sentences: the batches and the model's output
+    are those of the longest document's length minus one, built at once (not a million slots)."""
+    import logging
+    import time
+
+    task, model, _ = build(tiny_data, "hmce", ["--context-size", "1000000"])
+    start = time.perf_counter()
+    with caplog.at_level(logging.INFO, logger="fairseq_ctx.context.data.context_dataset"):
+        task.load_dataset("train")
+    assert time.perf_counter() - start < 10
+    dataset = task.datasets["train"]
+    longest = int(dataset.positions.max()) + 1
+    assert dataset.context_size == longest - 1
+    assert (f"--context-size 1000000, but its longest document has {longest} sentence(s): each sentence reads at "
+            f"most {longest - 1} previous ones") in caplog.text
+    bounded, _, _ = build(tiny_data, "hmce", ["--context-size", str(longest - 1)])
+    bounded.load_dataset("train")
+    ids = list(range(12))
+    huge, exact = batch_of(task, "train", ids), batch_of(bounded, "train", ids)
+    assert torch.equal(huge["net_input"]["context_index"], exact["net_input"]["context_index"])
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(**huge["net_input"])[0], model(**exact["net_input"])[0])

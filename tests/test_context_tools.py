@@ -144,6 +144,24 @@ def test_translate_doc_console_script(trained_baselines, dat, tmp_path):
     assert result.stdout.splitlines() == expected
 
 
+def test_translate_doc_reads_prepare_docs_output_through_its_docids(trained_baselines, dat, tmp_path):
+    """The way back from fairseq-ctx-prepare-docs: its sentence-per-line source with PREFIX.docids
+    translates as the blank-line documents, one output line per input line (aligned with PREFIX.de)."""
+    (tmp_path / "docs.en").write_text("\n\n".join("\n".join(doc) for doc in DOCS) + "\n")
+    (tmp_path / "docs.de").write_text("\n\n".join("\n".join(doc) for doc in DOCS) + "\n")
+    run_tool(["fairseq-ctx-prepare-docs", "--src-docs", str(tmp_path / "docs.en"), "--tgt-docs",
+              str(tmp_path / "docs.de"), "--src-lang", "en", "--tgt-lang", "de", "--out-prefix", str(tmp_path / "test")])
+    common = ["fairseq-ctx-translate-doc", str(trained_baselines["dat"][0]), "--checkpoint-file", "checkpoint_last.pt",
+              "--beam", "1", "--max-len-a", "0", "--max-len-b", "20", "--batch-size", "2", "--cpu"]
+    result = run_tool([*common, "--input", str(tmp_path / "test.en"), "--docids", str(tmp_path / "test.docids")])
+    assert result.stdout.splitlines() == [*dat.translate_document(DOCS[0]), *dat.translate_document(DOCS[1])]
+    (tmp_path / "short.docids").write_text("doc0\n")
+    refused = run_tool([*common, "--input", str(tmp_path / "test.en"), "--docids", str(tmp_path / "short.docids")],
+                       check=False)
+    assert refused.returncode == 2
+    assert f"{tmp_path / 'test.en'} has more lines than {tmp_path / 'short.docids'} (1)" in refused.stderr
+
+
 def test_generated_contrastive_set_swaps_only_the_pronoun():
     examples = contrastive_examples(num_docs=20, seed=1, context_size=2)
     assert len(examples) > 20

@@ -16,7 +16,9 @@ def main(argv=None) -> None:
     parser = tool_parser(__doc__)
     add_checkpoint_args(parser, data_help="data directory with the dictionary (default: the checkpoint directory if "
                         "it holds dict.*.txt, else the one recorded in the checkpoint)", path_alias=True)
-    parser.add_argument("--lang", required=True, help="language of the input (must be one the model was trained on)")
+    parser.add_argument("--lang", required=True,
+                        help="language of the input: its code in the model's --lang-pairs (e.g. de), not the data "
+                             "set's own code (deu); must be one the model was trained on")
     parser.add_argument("--input", required=True, help="text file, one sentence or document per line "
                         "(tokenized/BPE'd like the training data unless --spm is given)")
     parser.add_argument("--output", required=True, help="output .npy, shape (lines, d), float32")

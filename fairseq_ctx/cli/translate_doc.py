@@ -13,8 +13,12 @@ translations do not depend on --batch-size. The context each sentence reads is l
 start, the documents and sentences translated at the end; a warning names the input when it is
 mostly <unk> (e.g. --spm left out).
 
+With --docids the input is sentence-per-line text with its document ids, e.g. the output of
+fairseq-ctx-prepare-docs, and the output aligns with its target file (no blank lines).
+
 Example:
     fairseq-ctx-translate-doc checkpoints/hmce --spm spm.model --input talk.en > talk.de
+    fairseq-ctx-translate-doc checkpoints/hmce --input test.en --docids test.docids > test.hyp.de
     cat docs.en | fairseq-ctx-translate-doc checkpoints/hmce/checkpoint_best.pt --beam 5
 """
 import sys
@@ -23,6 +27,8 @@ from typing import Iterable, Iterator
 from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, refuse_bad_generation,
                                       tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
+from fairseq_ctx.context.data.docids import DocumentIdError
+from fairseq_ctx.context.data.document_boundaries import DocumentIdBoundaries
 from fairseq_ctx.core.output_paths import stdout_is
 from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.text_input import TextEncodingError, check_utf8, utf8_lines
@@ -49,6 +55,10 @@ def main(argv=None) -> None:
     add_model_args(parser)
     parser.add_argument("--input", default="-", help="documents to translate, a blank line between documents; '-' "
                         "reads standard input")
+    parser.add_argument("--docids",
+                        help="the input is one sentence per line without blank lines, and this file gives each line's "
+                             "document id (the PREFIX.docids that fairseq-ctx-prepare-docs writes with PREFIX.{src,tgt}); "
+                             "the output then has one translation per input line, aligned with PREFIX.{tgt}")
     parser.add_argument("--beam", type=int, default=5, help="beam size (1: greedy search)")
     parser.add_argument("--lenpen", type=float, default=1.0,
                         help="length penalty (fairseq's): a hypothesis' log-probability is divided by its length to "
@@ -77,13 +87,16 @@ def main(argv=None) -> None:
     source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
     count = DocumentCount()
     try:
-        lines = translator.translate_stream(count.reading(utf8_lines(source, name)), batch_size=args.batch_size,
-                                            source=name)
-        for translation in progress(lines, desc="translate", unit="line"):
+        boundaries = DocumentIdBoundaries(args.docids) if args.docids else None
+        lines = utf8_lines(source, name) if boundaries is None else boundaries.lines(utf8_lines(source, name), name)
+        translations = translator.translate_stream(count.reading(lines), batch_size=args.batch_size, source=name)
+        if boundaries is not None:
+            translations = boundaries.translations(translations)
+        for translation in progress(translations, desc="translate", unit="line"):
             sys.stdout.write(translation + "\n")
             sys.stdout.flush()
         logger.info(f"translated {count.documents} documents, {count.sentences} sentences of {name}")
-    except TextEncodingError as err:
+    except (TextEncodingError, DocumentIdError) as err:
         parser.exit(2, f"fairseq-ctx-translate-doc: error: {err}\n")
     finally:
         if source is not sys.stdin.buffer:

@@ -10,6 +10,7 @@ torch's refusal of a pickle that would run code is passed on unchanged."""
 import hashlib
 import os
 import pickle
+import re
 import zipfile
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -57,17 +58,27 @@ def fairseq_load_checkpoint_to_cpu():
 def load_state(path: str, purpose: str, arg_overrides: Optional[Dict] = None, load_on_all_ranks: bool = False) -> Dict:
     """fairseq's ``load_checkpoint_to_cpu`` of a file that passed :func:`verify`; a damaged file
     raises :class:`CheckpointError` naming it (without the chained torch error, whose text may
-    advise switching weights-only loading off). torch's refusal of a pickle that would run code is
-    passed on unchanged."""
+    advise switching weights-only loading off); so does torch's refusal of a pickle that would
+    run code (:func:`code_carrying`)."""
     verify(path, purpose)
     try:
         return fairseq_load_checkpoint_to_cpu()(path, arg_overrides, load_on_all_ranks)
     except Exception as error:  # torch/pickle/zip raise many types for a damaged file
         if is_weights_only_refusal(error, path):
-            raise
+            raise CheckpointError(code_carrying(path, purpose, error)) from None
         if isinstance(error, KeyError) and zipfile.is_zipfile(path):
             raise CheckpointError(not_fairseq(path, purpose, f"fairseq found no {error} entry")) from error
         raise CheckpointError(unreadable(path, purpose, describe(error, path))) from None
+
+
+def code_carrying(path: str, purpose: str, error: BaseException) -> str:
+    """The refusal of a checkpoint whose pickle names a class outside torch's weights-only
+    allow-list: what it is and what to do, instead of torch's advice to switch the check off."""
+    named = re.search(r"GLOBAL ([\w.]+)", str(error))
+    what = f"the pickled global {named.group(1)}" if named else "a pickled Python object"
+    return (f"{purpose}: checkpoint {path} holds {what}, outside torch's weights-only allow-list: loading it could "
+            f"run code, so it is refused. fairseq-train writes no such object; the file was made or changed by other "
+            f"code. Do not load it with weights_only=False: use a checkpoint written by fairseq-train")
 
 
 def verify(path: str, purpose: str) -> None:

@@ -23,6 +23,7 @@ and its ``AMPOptimizer`` builds a CUDA gradient scaler that switches itself off 
 Every training run logs its precision at start-up; a CPU without native bfloat16 is warned that
 ``--amp`` will be slower there than float32. On CUDA, ``--amp`` stays fairseq's own.
 """
+import importlib.util
 import logging
 import os
 from typing import Optional
@@ -105,6 +106,13 @@ def describe_precision(common, device: torch.device) -> str:
 
 
 def _init(original, trainer: Trainer, cfg, task, *args, **kwargs) -> None:
+    common = cfg.common
+    if (common.bf16 or common.memory_efficient_bf16) and importlib.util.find_spec("torch_xla") is None:
+        raise ValueError(f"--bf16 on the {'CPU' if common.cpu or not torch.cuda.is_available() else 'GPU'}: in fairseq "
+                         "that option means bfloat16 weights on a TPU (it implies --tpu and needs torch_xla, which is "
+                         "not installed), and fairseq fails inside ('NoneType' object has no attribute 'xla_device'). "
+                         "For bfloat16 mixed precision use --amp instead (float32 weights, bfloat16 forward passes; "
+                         "on the CPU too)")
     original(trainer, cfg, task, *args, **kwargs)
     logger.info(f"training precision: {describe_precision(cfg.common, trainer.device)}")
     if not (cfg.common.amp and trainer.device.type == "cpu" and isinstance(task, MixedPrecisionTask)):

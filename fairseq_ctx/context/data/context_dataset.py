@@ -67,12 +67,15 @@ class ContextTranslationDataset(LanguagePairWrapper):
         super().__init__(pair)
         assert len(doc_codes) == len(pair), "docids were validated against the split"
         self.split = split
+        positions = document_positions(doc_codes)
+        context_size = self._bounded(context_size, positions, "--context-size")
+        target_context_size = self._bounded(target_context_size, positions, "--target-context-size")
         self.context_size = context_size
         self.boc_index = boc_index
         self.max_context_tokens = max_context_tokens
         self.pad_index = pair.src_dict.pad()
         self.eos_index = pair.src_dict.eos()
-        self.positions = document_positions(doc_codes)
+        self.positions = positions
         self.documents = int(np.count_nonzero(self.positions == 0))
         self.later_in_document = _later_in_document(doc_codes, self.positions)
         self.num_context = np.minimum(self.positions, context_size)
@@ -114,6 +117,18 @@ class ContextTranslationDataset(LanguagePairWrapper):
                     self.truncated_target_contexts,
                     max_context_tokens,
                 )
+
+    def _bounded(self, size: int, positions: np.ndarray, flag: str) -> int:
+        """``size`` previous sentences, or as many as the split's longest document gives when that
+        is fewer (a sentence can read no more): a context size far above the documents' length
+        would only make every batch's context table, and the work, that much larger."""
+        longest = int(positions.max()) + 1 if len(positions) else 1
+        if size > longest - 1 and size > 1:
+            logger.info("context_translation[%s]: %s %d, but its longest document has %d sentence(s): each sentence "
+                        "reads at most %d previous ones, and the batches are built for that many", self.split, flag,
+                        size, longest, longest - 1)
+            return max(longest - 1, 1)
+        return size
 
     def _count_truncated(self, sizes: np.ndarray, context_size: int) -> int:
         """Sentences used as context (by a later sentence within ``context_size``) that are longer
