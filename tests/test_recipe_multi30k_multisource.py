@@ -205,6 +205,36 @@ def test_the_default_protocol_tests_the_average_of_the_last_epoch_checkpoints(re
         printed = sacrebleu_cli(str(data / "val.lc.norm.tok.de"), "-i", str(results / name), "-m", "bleu",
                                 "--tokenize", "none", "-b", "-w", "2")
         assert float(printed) == pytest.approx(bleu, abs=0.006)
+    # continued to more updates in another work directory: the epoch checkpoints come along, so the curve of
+    # averages covers every epoch (the continued run equals one run of the larger budget)
+    longer = tmp_path / "longer"
+    recipe.main([str(data), "--work", str(longer), "--results", str(tmp_path / "longer-results"), "--jobs", "1",
+                 "--models", "text-only", "--pairs", "fr", "--max-update", "28", "--batch-size", "50",
+                 "--average-last", "3", "--curve-every", "1", *sizes, "--continue-from", str(work)])
+    continued = json.loads((longer / "results" / "text-only.json").read_text())
+    first = json.loads((work / "results" / "text-only.json").read_text())
+    assert continued["valid_bleu"][:len(first["valid_bleu"])] == first["valid_bleu"]
+    assert len(continued["valid_bleu"]) > len(first["valid_bleu"])
+    # --test-curve given to the finished run: each curve point's average decoded on the test set, nothing retrained
+    trained = json.loads((work / "results" / "text-only.json").read_text())
+    recipe.main([str(data), "--work", str(work), "--results", str(results), "--jobs", "1", "--models",
+                 "text-only,serial", "--pairs", "fr", "--max-update", "20", "--batch-size", "50",
+                 "--average-last", "3", "--curve-every", "1", *sizes, "--test-curve"])
+    record = json.loads((work / "results" / "text-only.json").read_text())
+    assert record["train_wall_s"] == trained["train_wall_s"] and record["valid_bleu"] == trained["valid_bleu"]
+    budget = record["test_curve"]["test_2016_flickr"]
+    assert [point["epoch"] for point in budget] == window_ends
+    summary = json.loads((results / "multi30k_multisource.json").read_text())
+    tested = next(row for row in summary["test_sets"]["test_2016_flickr"]["models"] if row["name"] == "text-only")
+    assert budget[-1]["bleu"] == pytest.approx(tested["per_seed"]["1"]["bleu"])  # the last point is the tested model
+    kept = summary["curve_hypotheses"]["text-only/seed1"]
+    for point in budget:
+        name = f"hypotheses/text-only.seed1.test_2016_flickr.average_to_epoch{point['epoch']}.de"
+        assert name in kept
+        printed = sacrebleu_cli(str(data / "test_2016_flickr.lc.norm.tok.de"), "-i", str(results / name), "-m", "bleu",
+                                "--tokenize", "none", "-b", "-w", "2")
+        assert float(printed) == pytest.approx(point["bleu"], abs=0.006)
+    assert "## Test score by budget" in (results / "multi30k_multisource.md").read_text()
     # with the work directory gone, the results folder alone reports the runs, curve points included
     again = tmp_path / "again"
     recipe.main([str(data), "--work", str(tmp_path / "new-work"), "--results", str(again), "--jobs", "1", "--models",

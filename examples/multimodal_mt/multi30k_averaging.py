@@ -4,7 +4,9 @@ which the plateau rule judges: the average of the N checkpoints ending at epoch 
 the last epoch (k = ``--curve-every``), each decoded on the validation split with the test's beam
 search and scored as the test sets are. Each point's output is kept in ``eval/<name>/curve/epoch<E>/``
 (written anew after each training); the last point's average is the tested model,
-``checkpoints/<name>/checkpoint_averaged.pt``.
+``checkpoints/<name>/checkpoint_averaged.pt``. With ``--test-curve`` the same averages are also
+decoded on the first test set: the test score of every budget up to the run's (a shorter run of
+the same schedule is this run's beginning).
 """
 import re
 import shutil
@@ -55,10 +57,12 @@ def window_checkpoints(checkpoints: Dict[int, Path], epoch: int, window: int, ru
     return [str(checkpoints[e]) for e in chosen]
 
 
-def averaged_curve(model_run: ModelRun, decode_valid: Callable[[Path, Path], None], reference: str) -> List[List[float]]:
-    """The curve ``[[updates, BLEU], …]`` of the run's averaged checkpoints on the validation split
-    (``decode_valid(checkpoint, out)`` writes ``out/generate-valid.txt``; ``reference``: its
-    reference file); the last point's average becomes the tested checkpoint."""
+def decode_curve(model_run: ModelRun, decode: Callable[[Path, Path], None], split: str, reference: str,
+                 folder: str) -> List[Dict[str, object]]:
+    """Each curve point's average (the N epoch checkpoints ending at it) decoded on ``split``
+    (``decode(checkpoint, out)`` writes ``out/generate-<split>.txt``; ``reference``: its reference
+    file) into ``eval/<name>/<folder>/epoch<E>/``: ``[{"epoch", "updates", scores…}, …]``. The
+    last point's average is the tested checkpoint."""
     window, every = model_run.args.average_last, model_run.args.curve_every
     checkpoints = epoch_checkpoints(model_run.checkpoint_dir)
     if not checkpoints or max(checkpoints) < window:
@@ -66,28 +70,50 @@ def averaged_curve(model_run: ModelRun, decode_valid: Callable[[Path, Path], Non
                          f"--average-last {window}; give more --max-update or a smaller --average-last")
     last = max(checkpoints)
     references = read_lines(Path(reference))
-    shutil.rmtree(model_run.eval_dir / "curve", ignore_errors=True)
-    (model_run.eval_dir / "curve").mkdir(parents=True)
-    curve = []
+    shutil.rmtree(model_run.eval_dir / folder, ignore_errors=True)
+    (model_run.eval_dir / folder).mkdir(parents=True)
+    points = []
     for epoch in curve_epochs(last, window, every):
-        out = model_run.eval_dir / "curve" / f"epoch{epoch}"
+        out = model_run.eval_dir / folder / f"epoch{epoch}"
         averaged = tested_checkpoint(model_run) if epoch == last else out.with_name(f"epoch{epoch}.averaged.pt")
         average_checkpoints(window_checkpoints(checkpoints, epoch, window, model_run.name), str(averaged))
-        decode_valid(averaged, out)
+        decode(averaged, out)
         if epoch != last:
             averaged.unlink()
-        hypotheses = export_hypotheses(out / "generate-valid.txt", reference, out / "hypotheses.txt")
-        curve.append([checkpoint_updates(checkpoints[epoch]), test_scores(hypotheses, references)["bleu"]])
-    return curve
+        hypotheses = export_hypotheses(out / f"generate-{split}.txt", reference, out / "hypotheses.txt")
+        points.append({"epoch": epoch, "updates": checkpoint_updates(checkpoints[epoch]),
+                       **test_scores(hypotheses, references)})
+    return points
+
+
+def averaged_curve(model_run: ModelRun, decode_valid: Callable[[Path, Path], None], reference: str) -> List[List[float]]:
+    """The curve ``[[updates, BLEU], …]`` of the run's averaged checkpoints on the validation split
+    (:func:`decode_curve`), which the plateau rule judges."""
+    return [[point["updates"], point["bleu"]] for point in decode_curve(model_run, decode_valid, "valid", reference,
+                                                                        "curve")]
+
+
+def budget_curve(model_run: ModelRun, decode_test: Callable[[Path, Path], None], split: str,
+                 reference: str) -> List[Dict[str, object]]:
+    """A test split decoded with each curve point's average (``--test-curve``): the model a run
+    of that many updates tests, as the schedule does not depend on --max-update (inverse_sqrt, the
+    same epochs): a shorter run is this run's beginning. Kept in ``eval/<name>/test_curve/``."""
+    points = decode_curve(model_run, decode_test, split, reference, "test_curve")
+    return [{key: point[key] for key in ("epoch", "updates", "bleu", "chrf", "bp", "ratio", "bleu_no_bp", "sys_len",
+                                         "ref_len")} for point in points]
 
 
 def export_curve_hypotheses(model_run: ModelRun, out_dir: Path) -> List[str]:
     """Copy each curve point's validation hypotheses next to the tables, as
-    ``hypotheses/<name>.seed<N>.val.average_to_epoch<E>.de``; returns those names."""
+    ``hypotheses/<name>.seed<N>.val.average_to_epoch<E>.de``, and those of the test curve
+    (``--test-curve``) as ``hypotheses/<name>.seed<N>.<test set>.average_to_epoch<E>.de``; returns those names."""
     names = []
-    points = [d for d in (model_run.eval_dir / "curve").glob("epoch*") if d.is_dir() and d.name[5:].isdigit()]
-    for directory in sorted(points, key=lambda d: int(d.name[5:])):
-        name = f"hypotheses/{model_run.name}.seed{model_run.seed}.val.average_to_epoch{directory.name[5:]}.{TARGET}"
-        write_whole(out_dir / name, (directory / "hypotheses.txt").read_text(encoding="utf-8"))
-        names.append(name)
+    record = model_run.record() or {}
+    folders = [("curve", "val"), *(("test_curve", stem) for stem in record.get("test_curve", {}))]
+    for folder, split in folders:
+        points = [d for d in (model_run.eval_dir / folder).glob("epoch*") if d.is_dir() and d.name[5:].isdigit()]
+        for directory in sorted(points, key=lambda d: int(d.name[5:])):
+            name = f"hypotheses/{model_run.name}.seed{model_run.seed}.{split}.average_to_epoch{directory.name[5:]}.{TARGET}"
+            write_whole(out_dir / name, (directory / "hypotheses.txt").read_text(encoding="utf-8"))
+            names.append(name)
     return names

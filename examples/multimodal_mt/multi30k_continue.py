@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from devtools.recipe_tools import read_json, write_json
+from multi30k_averaging import epoch_checkpoints
 from multi30k_runs import ModelRun, data_difference, different_settings, record_in
 
 MARKER = "continued_from.json"  # in the run's eval directory: what its results file records
@@ -52,8 +53,9 @@ def refuse_uncontinuable(runs: Sequence[ModelRun], work: Path, program: str) -> 
 
 def continue_run(model_run: ModelRun, work: Path) -> None:
     """Copy the training log and checkpoints of the run in ``work`` that ``model_run`` (not started
-    here) continues, if there is one, checkpoint_last.pt last and whole (a copy interrupted before
-    it is made again)."""
+    here) continues, if there is one: its epoch checkpoints (the averages of ``--average-last`` and
+    its curve need every one), then checkpoint_best.pt and checkpoint_last.pt, last and whole (a
+    copy interrupted before it is made again)."""
     source = continued_run(model_run, work)
     if source is None:
         return
@@ -64,7 +66,8 @@ def continue_run(model_run: ModelRun, work: Path) -> None:
     model_run.eval_dir.mkdir(parents=True, exist_ok=True)
     model_run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(seed_dir / "eval" / model_run.name / "train.log", model_run.eval_dir / "train.log")
-    for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
+    epochs = sorted(epoch_checkpoints(seed_dir / "checkpoints" / model_run.name).items())
+    for name in [path.name for _, path in epochs] + ["checkpoint_best.pt", "checkpoint_last.pt"]:
         partial = model_run.checkpoint_dir / f"{name}.partial"
         shutil.copyfile(seed_dir / "checkpoints" / model_run.name / name, partial)
         os.replace(partial, model_run.checkpoint_dir / name)

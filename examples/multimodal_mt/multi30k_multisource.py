@@ -43,7 +43,7 @@ from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_r
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option)
 from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
 from devtools.train_log import NOT_RECORDED, training_machines, training_seconds, validation_curve  # noqa: E402
-from multi30k_averaging import averaged_curve, tested_checkpoint  # noqa: E402
+from multi30k_averaging import averaged_curve, budget_curve, tested_checkpoint  # noqa: E402
 from multi30k_evaluation import protocol_text  # noqa: E402
 from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
 from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, VALID, check_data, data_file,  # noqa: E402
@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--models", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="second source languages (subset of fr,cs)")
     add_earlier_results_option(parser, SUMMARY)
+    parser.add_argument("--test-curve", action="store_true",
+                        help="with --average-last N: also decode the first test set with every curve point's average, "
+                             "the model a run of that many updates tests (the schedule does not depend on "
+                             "--max-update): test BLEU by budget in one run; a finished run given it again adds it")
     add_model_arguments(parser)
     return parser
 
@@ -286,6 +290,16 @@ def finish_model(model_run: ModelRun) -> None:
         if stem not in decoded:
             record["test_sets"] = {**decoded, stem: decode(model_run, stem)}
             write_json(model_run.record_path, record)
+    if getattr(model_run.args, "test_curve", False) and model_run.args.average_last and "test_curve" not in record:
+        stem = model_run.test_sets[0]
+
+        def decode_test(checkpoint: Path, out: Path) -> None:
+            run(generate_step(model_run.model, model_run.seed_dir / "data-bin", model_run.user_dir, checkpoint, out,
+                              model_run.args, split_name(stem)))
+
+        curve = budget_curve(model_run, decode_test, split_name(stem), data_file(model_run.args.data, stem, TARGET))
+        record["test_curve"] = {stem: curve}
+        write_json(model_run.record_path, record)
 
 
 @dataclass

@@ -142,6 +142,29 @@ def test_set_section(stem: str, rows: List[dict], reference: str, sentences: int
     return lines
 
 
+def budget_lines(runs: Sequence[ModelRun]) -> List[str]:
+    """The "Test score by budget" section of the runs with a test curve (``--test-curve``)."""
+    rows = [(r, stem, point) for r in runs for stem, points in (r.record().get("test_curve") or {}).items()
+            for point in points]
+    if not rows:
+        return []
+    window = rows[0][0].record()["settings"]["average_last"]
+    lines = ["## Test score by budget", "",
+             f"Each row is the test set decoded with the average of the {window} epoch checkpoints ending at that update "
+             "(`--test-curve`; the same averages as the validation curve): the model that a run of that many updates "
+             "tests, because the schedule does not depend on --max-update (inverse_sqrt, the same epochs), so a "
+             "shorter run is this run's beginning. A description of the budget, not a choice of model: the tested "
+             "model of this run is its last row.", "",
+             "| model | seed | test set | update (epoch) | BLEU | chrF | BP | length ratio | BLEU without BP | hypotheses |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for model_run, stem, point in sorted(rows, key=lambda row: (row[0].name, row[0].seed, row[2]["updates"])):
+        name = f"hypotheses/{model_run.name}.seed{model_run.seed}.{stem}.average_to_epoch{point['epoch']}.de"
+        lines.append(f"| {model_run.name} | {model_run.seed} | {stem} | {point['updates']} ({point['epoch']}) | "
+                     f"{point['bleu']:.2f} | {point['chrf']:.2f} | {point['bp']:.3f} | {point['ratio']:.3f} | "
+                     f"{point['bleu_no_bp']:.2f} | {name} |")
+    return [*lines, ""]
+
+
 def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, str], table: RunTable,
              convergence_rows: List[dict], earlier: Optional[EarlierResults] = None) -> str:
     first = next(iter(sections.values()), [])
@@ -167,6 +190,7 @@ def markdown(run: dict, sections: Dict[str, List[dict]], references: Dict[str, s
         "seed. " + power_note(len(header.seeds)), "", *earlier_lines(earlier)]
     for stem, rows in sections.items():
         lines += test_set_section(stem, rows, references[stem], sentences[stem])
+    lines += budget_lines([*table.trained, *([] if earlier is None else earlier.runs)])
     lines += [*convergence_lines(convergence_rows, f"Rule: {header.convergence_rule}. Outcome: {header.convergence}."),
               *left_out_lines(table.left_out), "", *unfinished_lines(table.unfinished)]
     total = sum(s["train_wall_s"] + s["eval_wall_s"] for row in first for s in row["per_seed"].values())

@@ -110,7 +110,9 @@ def missing_work(model_run: ModelRun) -> List[str]:
         done = checkpoint_updates(model_run.checkpoint_dir / "checkpoint_last.pt")
         return [f"training (interrupted at update {done} of {model_run.args.max_update}; resumes from "
                 f"checkpoint_last.pt)" if done else "training"]
-    return [stem for stem in model_run.test_sets if stem not in decoded_test_sets(record)]
+    lacking = [stem for stem in model_run.test_sets if stem not in decoded_test_sets(record)]
+    wants_curve = getattr(model_run.args, "test_curve", False) and model_run.args.average_last
+    return lacking + (["the test curve (--test-curve)"] if wants_curve and "test_curve" not in record else [])
 
 
 def training_settings(args: argparse.Namespace, seed: int, names: Sequence[str]) -> Dict[str, object]:
