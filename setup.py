@@ -34,8 +34,9 @@ setup(
         "sacrebleu>=2",
         "numpy",
     ],
-    extras_require={"dev": ["pytest>=7", "pytest-xdist>=3.8", "matplotlib", "scikit-learn", "faiss-cpu"], "plots": ["matplotlib", "scikit-learn"],
-                    "faiss": ["faiss-cpu"], "comet": ["unbabel-comet"]},
+    extras_require={"dev": ["pytest>=7", "pytest-xdist>=3.8", "matplotlib", "scikit-learn", "faiss-cpu", "ctxpro==0.0.5"],
+                    "plots": ["matplotlib", "scikit-learn"], "faiss": ["faiss-cpu"], "comet": ["unbabel-comet"],
+                    "ctxpro": ["ctxpro==0.0.5"]},
     entry_points={
         "console_scripts": [
             "fairseq-ctx-user-dir=fairseq_ctx.cli.user_dir:main",
@@ -58,6 +59,7 @@ setup(
             "fairseq-ctx-adversarial=fairseq_ctx.cli.adversarial:main",
             "fairseq-ctx-attention-plot=fairseq_ctx.cli.attention_plot:main",
             "fairseq-ctx-supporting-attention=fairseq_ctx.cli.supporting_attention:main",
+            "fairseq-ctx-generative=fairseq_ctx.cli.generative:main",
         ]
     },
 )

@@ -31,6 +31,7 @@ TOOLS = {
     "fairseq-ctx-translate-doc": ("fairseq_ctx.cli.translate_doc", "main", False),
     "fairseq-ctx-contrastive": ("fairseq_ctx.cli.contrastive", "main", False),
     "fairseq-ctx-cxmi": ("fairseq_ctx.cli.cxmi", "main", False),
+    "fairseq-ctx-generative": ("fairseq_ctx.cli.generative", "main", False),
     "fairseq-ctx-supporting-attention": ("fairseq_ctx.cli.supporting_attention", "main", False),
     "fairseq-ctx-score": ("fairseq_ctx.cli.score", "main", False),
     "fairseq-ctx-analyze-heads": ("fairseq_ctx.cli.analyze_heads", "main", False),

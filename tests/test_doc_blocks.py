@@ -95,3 +95,42 @@ def test_context_quick_start_runs_every_decoding_path(tmp_path):
     lines = [line for line in result.stderr.splitlines() if context in line]
     assert [("(decoding)" in line, "(fairseq-interactive)" in line, "DocumentTranslator" in line) for line in lines] \
         == [(True, False, False), (False, True, False), (False, False, True), (False, False, True)]
+
+
+def test_multisource_quick_start_runs_from_raw_text_to_a_score(tmp_path):
+    """Generated corpus → fairseq-preprocess (the second source with its own dictionary) → train →
+    fairseq-generate without repeating the inputs → fairseq-ctx-score → fairseq-ctx-adversarial."""
+    block = block_starting(ROOT / "docs" / "multisource.md", "# 1. Your data: raw/{train,valid,test}.{en,de,fr}")
+    result = run_block(block, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sum(line.startswith("H-") for line in (tmp_path / "generate.out").read_text().splitlines()) == 40
+    score = json.loads((tmp_path / "score.json").read_text())
+    assert 0.0 <= score["bleu"] <= 100.0
+    assert set(json.loads((tmp_path / "adversarial.json").read_text())) == {"original", "shuffled img", "shuffled fr"}
+
+
+def test_embedding_quick_start_runs_from_raw_text_to_retrieval_errors(tmp_path):
+    """Generated corpus → one shared dictionary → fairseq-preprocess per pair → train T-MDE →
+    fairseq-ctx-embed → fairseq-ctx-xsim, both directions."""
+    block = block_starting(ROOT / "docs" / "embedding.md", "# 1. Your data: raw/{train,valid,test}.{lang}")
+    result = run_block(block, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = len((tmp_path / "raw" / "test.xa").read_text().splitlines())
+    import numpy as np
+
+    assert np.load(tmp_path / "xa.npy").shape[0] == np.load(tmp_path / "xb.npy").shape[0] == rows
+    report = json.loads((tmp_path / "xsim.json").read_text())
+    assert report["results"] and all(0 <= error["errors"] <= rows for directions in report["results"].values()
+                                     for error in directions.values())
+
+
+def test_analysis_quick_start_compares_the_heads_of_two_models(tmp_path):
+    """Generated corpus → two tiny transformers (one with drophead) → fairseq-ctx-analyze-heads with
+    --compare-path: inter-head tables of both and the layer × layer comparison."""
+    block = block_starting(ROOT / "docs" / "analysis.md", "# 1. A corpus (yours: raw/{train,valid,test}.{en,de}")
+    result = run_block(block, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    heads = json.loads((tmp_path / "heads" / "heads.json").read_text())
+    assert set(heads) == {"base", "drophead"} and all(heads[tag] for tag in heads)
+    layers = json.loads((tmp_path / "heads" / "layers.json").read_text())
+    assert layers and all(0.0 <= value <= 1.0 + 1e-6 for item in layers.values() for row in item["cka"] for value in row)

@@ -37,3 +37,22 @@ def test_a_restarted_restore_file_command_resumes_its_own_checkpoint(tiny_data, 
     state = torch.load(last, weights_only=True)
     assert training_progress(str(last))[0] == 9
     assert state["last_optimizer_state"]["state"], "the optimizer state of the run, not reset on its restart"
+
+
+def test_resuming_with_other_context_sizes_is_stated(tiny_data, tmp_path, caplog):
+    run = tmp_path / "run"
+
+    def context_run(updates: int, size: str) -> None:
+        call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+                                    "--context-size", size, "--arch", "hmce", *TINY_MODEL, *TRAIN, "--max-update",
+                                    str(updates), "--save-dir", str(run)])
+
+    context_run(2, "1")
+    with caplog.at_level(logging.WARNING, logger="fairseq_ctx.core.resumable_task"):
+        context_run(4, "1")
+    assert "RESUMING WITH OTHER DATA SETTINGS" not in caplog.text
+    with caplog.at_level(logging.WARNING, logger="fairseq_ctx.core.resumable_task"):
+        context_run(6, "2")
+    assert ("RESUMING WITH OTHER DATA SETTINGS than the checkpoint was trained with: --context-size 1 until now, 2 "
+            "from here on") in caplog.text
+    assert training_progress(str(run / "checkpoint_last.pt"))[0] == 6

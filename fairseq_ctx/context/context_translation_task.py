@@ -86,6 +86,8 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
     """Document-level translation (Yun, 2022, ch. 3). Data = a fairseq-preprocess directory plus
     ``{split}.docids`` (one document id per source line) in the same directory."""
 
+    DATA_SETTINGS = ("context_size", "target_context_size", "max_context_tokens", "document_window")
+
     cfg: ContextTranslationConfig
     interactive: Optional[InteractiveDocuments] = None  # fairseq-interactive's document state, made on first use
     own_outputs: Optional[OwnTranslations] = None  # fairseq-generate's previous hypotheses, made on first use

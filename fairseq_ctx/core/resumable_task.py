@@ -62,6 +62,10 @@ class ResumableTask:
     """Mixin of our tasks, placed before fairseq's task class: ``class MyTask(ResumableTask,
     TranslationTask)``."""
 
+    DATA_SETTINGS: Tuple[str, ...] = ()
+    """Task options that shape the examples a model trains on (a resumed run with other values is
+    stated loudly: its batches change from the resumed update on)."""
+
     def __init__(self, cfg, *args, **kwargs):
         super().__init__(cfg, *args, **kwargs)
         self.absolute_data = absolute_data_path(cfg.data) if getattr(cfg, "data", None) else None
@@ -71,14 +75,27 @@ class ResumableTask:
         dictionaries = {side: dictionary_fingerprint(dictionary) for side, dictionary in read.items()}
         symbols = {side: list(dictionary.symbols) for side, dictionary in read.items()}
         return {type(self).__name__: {"data": self.absolute_data, "dictionaries": dictionaries,
-                                      "dictionary_symbols": symbols}}
+                                      "dictionary_symbols": symbols, "data_settings": self.data_settings()}}
+
+    def data_settings(self) -> Dict[str, object]:
+        return {name: getattr(self.cfg, name, None) for name in self.DATA_SETTINGS}
 
     def set_checkpoint_dict(self, recorded: Dict[str, object]) -> None:
         """fairseq-train's resume hands back what :meth:`get_checkpoint_dict` recorded, after the
         model's weights are loaded and before any update: the dictionaries read from ``--data``
-        must be the ones the checkpoint's embedding rows follow."""
+        must be the ones the checkpoint's embedding rows follow, and settings that shape the data
+        other than the checkpoint's are stated."""
         check_recorded_dictionaries(recorded, "the resumed checkpoint", "fairseq-train (resume)",
                                     self.dictionaries_read(), self.cfg.data)
+        trained = recorded.get("data_settings") or {}
+        changed = [f"--{name.replace('_', '-')} {trained[name]} until now, {value} from here on"
+                   for name, value in self.data_settings().items() if name in trained and trained[name] != value]
+        if changed:
+            logger.warning("=" * 80)
+            logger.warning(f"RESUMING WITH OTHER DATA SETTINGS than the checkpoint was trained with: {'; '.join(changed)}. "
+                           f"The batches change from the resumed update on; give the checkpoint's values to continue "
+                           f"the same training.")
+            logger.warning("=" * 80)
 
     def dictionaries_read(self) -> Dict[str, object]:
         """The dictionaries the model's embedding rows follow, as the checkpoint records them (by

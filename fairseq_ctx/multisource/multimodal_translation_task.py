@@ -133,12 +133,17 @@ class MultimodalTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTa
     @classmethod
     def setup_task(cls, cfg: MultimodalTranslationConfig, **kwargs):
         """As :class:`TranslationTask`, but without -s/-t the pair is inferred from the binaries
-        that are not an extra source's (``{split}.fr-de.fr`` would otherwise pass for the pair)."""
+        that are not an extra source's: an extra source is binarized on one side only
+        (``{split}.fr-de.fr`` without ``{split}.fr-de.de``), and would otherwise pass for the pair
+        (also when --extra-source-langs is left to the checkpoint)."""
         if cfg.source_lang is None or cfg.target_lang is None:
             extra = set(_names(cfg.extra_source_langs))
-            pairs = sorted({tuple(name.split(".")[1].split("-")) for name in os.listdir(utils.split_paths(cfg.data)[0])
-                            if name.endswith(".idx") and name.count(".") >= 3 and name.split(".")[1].count("-") == 1})
-            pairs = [pair for pair in pairs if pair[0] not in extra]
+            names = os.listdir(utils.split_paths(cfg.data)[0])
+            sides = {(name.split(".")[1], name.split(".")[2]) for name in names
+                     if name.endswith(".idx") and name.count(".") >= 3 and name.split(".")[1].count("-") == 1}
+            pairs = sorted({tuple(pair.split("-")) for pair, _ in sides})
+            pairs = [(src, tgt) for src, tgt in pairs
+                     if src not in extra and {(f"{src}-{tgt}", src), (f"{src}-{tgt}", tgt)} <= sides]
             if len(pairs) == 1:
                 cfg.source_lang, cfg.target_lang = pairs[0]
         return super().setup_task(cfg, **kwargs)

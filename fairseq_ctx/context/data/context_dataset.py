@@ -123,7 +123,7 @@ class ContextTranslationDataset(LanguagePairWrapper):
         is fewer (a sentence can read no more): a context size far above the documents' length
         would only make every batch's context table, and the work, that much larger."""
         longest = int(positions.max()) + 1 if len(positions) else 1
-        if size > longest - 1 and size > 1:
+        if size > longest - 1 and size > 1 and self.split:  # a split, not the batch the hub's collater wraps
             logger.info("context_translation[%s]: %s %d, but its longest document has %d sentence(s): each sentence "
                         "reads at most %d previous ones, and the batches are built for that many", self.split, flag,
                         size, longest, longest - 1)

@@ -1,0 +1,148 @@
+"""ctxpro evaluation sets (Wicks & Post, 2023, "Identifying Context-Dependent Translations for
+Evaluation Set Production", WMT; rewicks/ctxpro) in their released layout: ``SET.json``, one entry
+per example (``rule``, ``expected`` form, ``ante distance``, …), and ``SET.input``, the same
+examples one per line, the preceding source sentences and the sentence joined by ``<eos>``.
+
+Each example's last sentence is translated with the sentences before it as the model's source
+context (and, for a model with ``--target-context-size`` M > 0, its own translations of them as
+target context), and scored exactly as ``ctxpro score`` scores a translation: the ``ctxpro``
+package's own check (the last sentence of the translation, lowercased, punctuation removed, must
+contain the expected form as a word), per rule, overall and by antecedent distance."""
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Sequence
+
+from fairseq_ctx.context.contrastive.example import ContrastiveInputError, load_json, read_lines
+
+SEPARATOR = "<eos>"
+
+
+@dataclass
+class CtxproExample:
+    """One example: the sentence to translate, its preceding source sentences (oldest first, as in
+    the input file) and the set's entry (``rule``, ``expected``, ``ante distance``, …)."""
+
+    sentence: str
+    preceding: List[str]
+    entry: Dict[str, object]
+    origin: str
+
+    @property
+    def rule(self) -> str:
+        return str(self.entry["rule"])
+
+    @property
+    def expected(self) -> str:
+        return str(self.entry["expected"])
+
+
+def read_ctxpro_set(json_path: str, input_path: str) -> List[CtxproExample]:
+    """The examples of a released ctxpro set; a JSON entry without ``rule`` / ``expected``, an empty
+    sentence or a line count other than the JSON's are input errors naming the file and line."""
+    entries = load_json(json_path)
+    if not isinstance(entries, list) or not entries:
+        raise ContrastiveInputError(f"{json_path}: not a ctxpro evaluation set (a JSON list of examples)")
+    lines = read_lines(input_path)
+    if len(lines) != len(entries):
+        raise ContrastiveInputError(f"{input_path} has {len(lines)} lines but {json_path} has {len(entries)} examples; "
+                                    f"give the input file released with the set (one line per example)")
+    examples = []
+    for number, (entry, line) in enumerate(zip(entries, lines), start=1):
+        missing = [key for key in ("rule", "expected") if key not in entry]
+        if missing:
+            raise ContrastiveInputError(f"{json_path}: example {number} has no {' or '.join(missing)}")
+        sentences = [part.strip() for part in line.split(SEPARATOR)]
+        if not sentences[-1]:
+            raise ContrastiveInputError(f"{input_path}:{number}: the sentence to translate (after the last "
+                                        f"{SEPARATOR}) is empty")
+        examples.append(CtxproExample(sentences[-1], [s for s in sentences[:-1] if s], entry, f"{input_path}:{number}"))
+    return examples
+
+
+def translate_examples(translator, examples: Sequence[CtxproExample], batch_size: int = 32) -> List[str]:
+    """The translation of each example's sentence given its preceding sentences: one batch of
+    sentences with their source context for a model without target context; for one with target
+    context, each example is a document translated sentence after sentence (its own translations
+    of the preceding sentences become the context of the next)."""
+    if translator.target_context_size > 0:
+        lines: List[str] = []
+        for example in examples:
+            lines += [*example.preceding, example.sentence, ""]
+        outputs = list(translator.translate_stream(lines, batch_size=batch_size, source="the ctxpro set"))
+        last_of_each, position = [], 0
+        for example in examples:
+            position += len(example.preceding) + 1
+            last_of_each.append(outputs[position - 1])
+            position += 1
+        return last_of_each
+    from fairseq_ctx.context.data.context_examples import Example
+    from fairseq_ctx.core.unknown_tokens import UnknownTokenCheck
+
+    history = translator.collate.history_size
+    translator.log_context_use()
+    translator.unknown = UnknownTokenCheck(translator.src_dict, "the ctxpro set", translator.unknown_tokens_fix())
+    translations: List[str] = []
+    for start in range(0, len(examples), batch_size):
+        batch = []
+        for example in examples[start:start + batch_size]:
+            context = list(reversed(example.preceding[-history:])) if history else []
+            batch.append(Example(translator.encode_source(example.sentence),
+                                 [translator.encode_source(sentence) for sentence in context]))
+        translator.unknown.check()
+        translations += [translator.decode(tokens) for tokens in translator.translate_examples(batch)]
+    return translations
+
+
+def ctxpro_check(lang: str) -> Callable[[str, str], bool]:
+    """``check(translation, expected)``: ``ctxpro score``'s test of one translation (the last
+    sentence by its sentence splitter for ``lang``, then its word match), from the ``ctxpro``
+    package; an input error saying how to install it when it is missing."""
+    try:
+        from ctxpro.score import get_last, passes_test
+        from sentence_splitter import SentenceSplitter
+    except ImportError:
+        raise ContrastiveInputError('scoring a ctxpro set needs the ctxpro package: pip install "fairseq-ctx[ctxpro]" '
+                                    '(or pip install ctxpro)') from None
+    splitter = SentenceSplitter(language=lang)
+    return lambda translation, expected: bool(passes_test(get_last(translation.strip(), splitter), expected))
+
+
+def score_translations(examples: Sequence[CtxproExample], translations: Sequence[str], lang: str) -> Dict:
+    """ctxpro's score of ``translations`` (one per example, in order): correct / total / accuracy
+    per rule (with its expected form), overall and by antecedent distance, and each example's
+    outcome. The check is the ``ctxpro`` package's (``pip install ctxpro``)."""
+    if len(translations) != len(examples):
+        raise ContrastiveInputError(f"{len(translations)} translations for {len(examples)} examples")
+    check = ctxpro_check(lang)
+    outcomes = [check(translation, example.expected) for example, translation in zip(examples, translations)]
+    rules: Dict[str, Dict[str, object]] = {}
+    distances: Dict[str, List[bool]] = defaultdict(list)
+    for example, correct in zip(examples, outcomes):
+        rule = rules.setdefault(example.rule, {"form": example.expected, "correct": 0, "total": 0})
+        rule["correct"] += int(correct)
+        rule["total"] += 1
+        distances[str(example.entry.get("ante distance", "?"))].append(correct)
+    for rule in rules.values():
+        rule["accuracy"] = rule["correct"] / rule["total"]
+    by_distance = {distance: {"correct": sum(flags), "total": len(flags), "accuracy": sum(flags) / len(flags)}
+                   for distance, flags in sorted(distances.items(), key=lambda item: _distance_order(item[0]))}
+    return {"correct": sum(outcomes), "total": len(outcomes), "accuracy": sum(outcomes) / len(outcomes),
+            "rules": rules, "ante_distance": by_distance,
+            "examples": [{"origin": e.origin, "rule": e.rule, "expected": e.expected, "translation": t, "correct": c}
+                         for e, t, c in zip(examples, translations, outcomes)]}
+
+
+def _distance_order(distance: str) -> tuple:
+    return (0, int(distance)) if distance.lstrip("-").isdigit() else (1, distance)
+
+
+def format_report(result: Dict) -> str:
+    """The lines ``ctxpro score --complete`` prints (rule (form), correct, total, accuracy %; the
+    total), then the breakdown by antecedent distance."""
+    lines = [f"{rule} ({scores['form']})\t{scores['correct']}\t{scores['total']}\t{100 * scores['accuracy']:.1f}%"
+             for rule, scores in result["rules"].items()]
+    lines.append(f"total\t{result['correct']}\t{result['total']}\t{100 * result['accuracy']:.1f}")
+    lines.append("antecedent distance\tcorrect\ttotal\taccuracy")
+    lines += [f"{distance}\t{scores['correct']}\t{scores['total']}\t{100 * scores['accuracy']:.1f}%"
+              for distance, scores in result["ante_distance"].items()]
+    return "\n".join(lines)
