@@ -81,3 +81,13 @@ def test_the_tools_read_the_trained_inputs_from_the_checkpoint_too(multimodal_da
     run_tool(["fairseq-ctx-adversarial", str(multimodal_data), "--path", str(checkpoint), "-s", "en", "-t", "de",
               "--beam", "1", "--json", str(tmp_path / "adv.json"), "--cpu", "--max-len-b", "3"])
     assert set(json.loads((tmp_path / "adv.json").read_text())) == {"original", "shuffled img", "shuffled fr"}
+
+
+def test_an_attention_plot_layer_the_decoder_does_not_have_is_refused(multimodal_data, checkpoint, tmp_path):
+    from conftest import run_tool
+
+    result = run_tool(["fairseq-ctx-attention-plot", str(multimodal_data), "--path", str(checkpoint), "--layer", "99",
+                       "--out", str(tmp_path / "attention")], check=False)
+    assert result.returncode == 2
+    assert "--layer 99: the decoder has " in result.stderr and "layer(s), 0.." in result.stderr
+    assert not (tmp_path / "attention.json").exists()
