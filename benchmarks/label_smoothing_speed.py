@@ -14,6 +14,8 @@ from typing import Dict, List
 
 import torch
 
+from fairseq_ctx.core.mixed_precision import native_bfloat16
+
 
 def build(vocabulary: int, dim: int = 128, ffn: int = 256, layers: int = 4, heads: int = 4, dropout: float = 0.3):
     """A fairseq Transformer with shared embeddings over a dictionary of ``vocabulary`` words (the
@@ -66,7 +68,7 @@ def main() -> None:
                 for name, kind in (("stock", LabelSmoothedCrossEntropyCriterion),
                                    ("fused", FusedLabelSmoothedCrossEntropyCriterion))}
     print(f"{args.threads} thread(s); batch {args.sentences} x {args.length}, {args.vocabulary} words; "
-          f"native bfloat16: {torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()}")
+          f"native bfloat16: {native_bfloat16()}")
     for precision in ("fp32", "amp"):
         times: Dict[str, List[float]] = {name: [] for name in criteria}
         for step in range(args.steps + 1):

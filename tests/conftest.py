@@ -18,6 +18,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from devtools.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
 from devtools.in_process_tools import call_tool
 import fairseq_ctx
+from fairseq_ctx.core.mixed_precision import NATIVE_BFLOAT16_ENV
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
 from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus
@@ -29,6 +30,11 @@ USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 # busy machine two spinning OpenMP threads per process slow everything down many times over.
 # One thread here and in every tool the tests start (they inherit the environment).
 os.environ["OMP_NUM_THREADS"] = "1"
+# Every precision decision (recipes' --precision auto, the --amp warning, float32 recurrences) takes
+# the branch of a CPU without native bfloat16 products, whatever CPU runs the suite: that branch runs
+# on every CPU, and the tests of the other branch force the probe themselves. Set it to 1 before
+# `make test` on a CPU with AVX512-BF16 or AMX to run the whole suite in the other branch.
+os.environ.setdefault(NATIVE_BFLOAT16_ENV, "0")
 os.environ["MKL_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 BIN_DIR = Path(sys.executable).parent

@@ -6,6 +6,8 @@ float32 and --amp checkpoints resume into each other, a step with non-finite gra
 instead of applied, and losses and statistics stay float32 under autocast."""
 import logging
 import math
+import os
+import subprocess
 from pathlib import Path
 from typing import Dict, List
 
@@ -15,11 +17,12 @@ from fairseq import options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 
-from conftest import run_tool
+from conftest import run_tool, tool
 from production_matrix import TASK_FIXTURES, per_update, plugin_archs, task_of, train_args
 
 from fairseq_ctx.analysis.cka import cka, hsic, mean_pairwise_linear_hsic, pairwise_linear_hsic, srip
-from fairseq_ctx.core.mixed_precision import describe_precision, native_bfloat16
+from fairseq_ctx.embedding.float32_recurrence import float32_recurrence
+from fairseq_ctx.core.mixed_precision import NATIVE_BFLOAT16_ENV, describe_precision, native_bfloat16
 from fairseq_ctx.embedding.distance_constraint import cnv_distance_terms, mde_distance_terms
 
 pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
@@ -98,14 +101,28 @@ def test_training_states_its_precision(tiny_data, tmp_path, caplog):
     assert lines[1].startswith("training precision: bfloat16 mixed precision on the CPU (--amp)")
 
 
-def test_a_cpu_without_native_bfloat16_is_warned(tiny_data, tmp_path, caplog, monkeypatch):
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+@pytest.mark.parametrize("native", [False, True])
+def test_a_cpu_without_native_bfloat16_is_warned(native, tiny_data, tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv(NATIVE_BFLOAT16_ENV, str(int(native)))
     with caplog.at_level(logging.INFO, logger="fairseq_ctx.core.mixed_precision"):
         build_trainer(tiny_data, "context_translation", "hmce", True, tmp_path)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and warnings[0].startswith("--amp on a CPU without native bfloat16")
-    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
-    assert native_bfloat16() == bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    if native:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and warnings[0].startswith("--amp on a CPU without native bfloat16")
+
+
+def test_the_one_bfloat16_probe_is_forced_by_its_variable_or_capped_by_onednn(monkeypatch):
+    for value, native in (("1", True), ("0", False)):
+        monkeypatch.setenv(NATIVE_BFLOAT16_ENV, value)
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # the variable wins over the probe
+        assert native_bfloat16() is native
+    monkeypatch.delenv(NATIVE_BFLOAT16_ENV)
+    assert native_bfloat16() is False  # oneDNN capped below bfloat16 products: none, whatever the CPU
+    monkeypatch.setenv(NATIVE_BFLOAT16_ENV, "yes")
+    with pytest.raises(ValueError, match=f"{NATIVE_BFLOAT16_ENV}='yes': set it to 1 .* or 0"):
+        native_bfloat16()
 
 
 def test_precision_descriptions_of_fairseq_options():
@@ -181,3 +198,34 @@ def test_statistics_stay_float32_under_autocast(name):
     assert mixed.dtype == torch.float32
     assert torch.equal(mixed, STATISTICS[name](x.bfloat16().float(), y.bfloat16().float()))
     assert torch.allclose(mixed, exact, rtol=0.05, atol=1e-3)
+
+
+@pytest.mark.parametrize("arch", ["laser_bilstm", "multisource_rnn"])
+def test_recurrent_archs_train_under_amp_on_a_cpu_without_a_bfloat16_lstm(arch, request, tmp_path):
+    """fairseq-train --cpu --amp of a recurrent arch on a CPU whose oneDNN has no bfloat16 LSTM
+    (capped to AVX2, as on CPUs without AVX512-BF16 and AMX): it trained into "could not create a
+    primitive descriptor for the LSTM forward propagation primitive"; the recurrences now run in
+    float32 there, and the loss is finite and close to the float32 run's."""
+    task_name = task_of(arch)
+    data = request.getfixturevalue(TASK_FIXTURES[task_name].data_fixture)
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    env.pop(NATIVE_BFLOAT16_ENV)  # the CPU probe itself sees oneDNN's cap
+    losses = {}
+    for amp in (False, True):
+        args = train_args(data, task_name, arch, tmp_path / str(amp), 2, ["--dropout", "0.0", *(["--amp"] * amp)])
+        result = subprocess.run([tool("fairseq-train"), *args], capture_output=True, text=True, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        losses[amp] = per_update(result.stdout + result.stderr)
+    assert sorted(losses[True]) == [1, 2] and all(math.isfinite(loss) for loss in losses[True].values())
+    assert losses[True][1] == pytest.approx(losses[False][1], rel=FIRST_LOSS_TOLERANCE)
+
+
+def test_recurrences_keep_bfloat16_where_the_cpu_has_it(monkeypatch):
+    """The float32 recurrence switches CPU autocast off only where the probe finds no native bfloat16."""
+    for native, autocast_inside in (("1", True), ("0", False)):
+        monkeypatch.setenv(NATIVE_BFLOAT16_ENV, native)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            with float32_recurrence(torch.device("cpu")):
+                assert torch.is_autocast_enabled("cpu") is autocast_inside
+    with float32_recurrence(torch.device("cpu")):
+        assert not torch.is_autocast_enabled("cpu")

@@ -68,7 +68,7 @@ SMALL = ["--average-last", "0", "--clip-norm", "1", "--spm-vocab", "60", "--max-
          "--validate-every", "20", "--embed-dim", "32", "--ffn-dim", "64", "--layers", "1", "--heads", "2",
          "--beam", "2", "--workers", "1", "--precision", "fp32"]
 EXTRA_TEST = "test_2017_mscoco"
-HERE = chosen_precision("cpu")  # what --precision auto, the default, trains with on this machine
+HERE = chosen_precision("cpu")  # what --precision auto, the default, trains with (the suite forces the probe: conftest.py)
 
 
 @pytest.fixture(scope="module")

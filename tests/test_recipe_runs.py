@@ -111,11 +111,11 @@ def test_precision_auto_is_amp_only_where_bfloat16_products_are_native(monkeypat
     """--precision auto, every recipe's default: --amp on a GPU or a CPU with native bfloat16
     (where it trains 1.4-1.9x as fast), float32 on any other CPU (where --amp runs at about 0.5x);
     the choice is logged and is what the run records and trains with."""
-    import fairseq_ctx.core.mixed_precision as mixed_precision
+    from fairseq_ctx.core.mixed_precision import NATIVE_BFLOAT16_ENV
 
     parser = parser_of()
     for native, chosen in ((True, "amp"), (False, "fp32")):
-        monkeypatch.setattr(mixed_precision, "native_bfloat16", lambda native=native: native)
+        monkeypatch.setenv(NATIVE_BFLOAT16_ENV, str(int(native)))
         args = parser.parse_args(["--out", "r"])
         with caplog.at_level(logging.INFO, logger="devtools.recipe_runs"):
             check_run_options(parser, args)

@@ -49,11 +49,23 @@ _BFLOAT16_ISAS = ("ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX10_1_512", "AVX512_C
                   "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "AVX10_2_512", "AVX10_2_512_AMX_2")
 
 
+# Set to 1 or 0, it overrides the CPU probe below: the one place where tests (and users) can make
+# every precision decision take the branch of a CPU with or without native bfloat16 products.
+NATIVE_BFLOAT16_ENV = "FAIRSEQ_CTX_NATIVE_BFLOAT16"
+
+
 def native_bfloat16() -> bool:
     """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16 or AMX), and oneDNN is
     allowed to (``ONEDNN_MAX_CPU_ISA`` may cap it below them). Without, a bfloat16 product is
     emulated: on an AMD EPYC with AVX512-BF16, ``--amp`` trained at 0.49x float32's speed with
-    oneDNN capped to AVX512_CORE and at 0.07x with AVX2 (benchmarks/cpu_mixed_precision.py)."""
+    oneDNN capped to AVX512_CORE and at 0.07x with AVX2 (benchmarks/cpu_mixed_precision.py).
+    The package's one bfloat16 capability probe; :data:`NATIVE_BFLOAT16_ENV` set to 1 or 0 overrides it."""
+    forced = os.environ.get(NATIVE_BFLOAT16_ENV, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    if forced:
+        raise ValueError(f"{NATIVE_BFLOAT16_ENV}={forced!r}: set it to 1 (native bfloat16 products) or 0 (none), "
+                         "or unset it to probe the CPU")
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
     if cap and cap not in _BFLOAT16_ISAS:
         return False

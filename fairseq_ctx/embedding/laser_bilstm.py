@@ -9,6 +9,7 @@ from fairseq.models.lstm import Embedding, LSTMEncoder
 from fairseq.modules import FairseqDropout
 from torch import Tensor, nn
 
+from fairseq_ctx.embedding.float32_recurrence import float32_recurrence
 from fairseq_ctx.embedding.no_hub_interface import no_hub_interface
 
 
@@ -24,7 +25,8 @@ class MaxPooledBiLSTMEncoder(FairseqEncoder):
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor) -> Dict[str, List[Tensor]]:
         src_tokens = src_tokens[:, : int(src_lengths.max())]  # extra padding columns carry nothing
-        states, _, _, padding_mask = self.lstm(src_tokens, src_lengths, enforce_sorted=False)
+        with float32_recurrence(src_tokens.device):  # embedding and BiLSTM: float32 under CPU autocast
+            states, _, _, padding_mask = self.lstm(src_tokens, src_lengths, enforce_sorted=False)
         states = states.masked_fill(padding_mask.unsqueeze(-1), torch.finfo(states.dtype).min)
         return {"sentence_embedding": [states.max(dim=0).values]}
 
@@ -66,8 +68,10 @@ class EmbeddingConditionedLSTMDecoder(FairseqDecoder):
             embedding.unsqueeze(1).expand(-1, steps, -1),
             self.embed_lang(lang).unsqueeze(1).expand(-1, steps, -1),
         ], dim=-1).transpose(0, 1)
-        h0 = torch.tanh(self.init_hidden(embedding)).unsqueeze(0)
-        outputs, _ = self.lstm(inputs, (h0, torch.zeros_like(h0)))
+        dtype = self.lstm.weight_ih_l0.dtype  # float32 under --amp; the weights' own under --fp16
+        h0 = torch.tanh(self.init_hidden(embedding)).unsqueeze(0).to(dtype)
+        with float32_recurrence(inputs.device):
+            outputs, _ = self.lstm(inputs.to(dtype), (h0, torch.zeros_like(h0)))
         logits = self.output_projection(self.dropout(outputs.transpose(0, 1)))
         return logits, {"attn": [None], "inner_states": [outputs]}
 
