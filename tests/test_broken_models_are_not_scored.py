@@ -93,3 +93,20 @@ def test_a_checkpoint_whose_pickle_would_run_code_is_refused_naming_it(diverged,
 class RunsCode:
     def __reduce__(self):
         return (print, ("ran",))
+
+
+def test_a_non_finite_training_step_names_the_update_the_saved_state_and_the_fix(tiny_data, tmp_path):
+    """Stock fairseq ends such a step in a bare StopIteration from its NaN detector under torch >= 2."""
+    save_dir = tmp_path / "ck"
+    with pytest.raises(FloatingPointError) as error:
+        call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+                                    "--context-size", "0", "--arch", "transformer", *TINY_MODEL, "--optimizer", "sgd",
+                                    "--lr", "1e30", "--max-tokens", "300", "--max-update", "20", "--seed", "1", "--cpu",
+                                    "--num-workers", "0", "--disable-validation", "--no-epoch-checkpoints",
+                                    "--log-format", "none", "--save-dir", str(save_dir)])
+    message = str(error.value)
+    assert message.startswith("update 2: the loss or the gradients are not finite (gradients are Nan/Inf); the state "
+                              f"before this step is saved in {save_dir / 'crash.pt'}. To go on: lower --lr"), message
+    assert (save_dir / "crash.pt").is_file()
+    assert isinstance(error.value.__cause__, StopIteration)
+    assert str(error.value.__cause__.__context__) == "gradients are Nan/Inf"

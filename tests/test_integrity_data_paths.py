@@ -100,12 +100,12 @@ def test_a_relative_data_path_without_a_record_is_not_guessed(tiny_data, relativ
         build(tiny_data, "hmce", ["--pretrained-sentence-checkpoint", str(old)])
 
 
-@pytest.mark.parametrize("tool", ["fairseq-generate", "fairseq-validate"])
+@pytest.mark.parametrize("tool", ["fairseq-generate", "fairseq-validate", "fairseq-interactive"])
 def test_stock_tools_refuse_a_data_directory_whose_dictionary_orders_the_words_otherwise(
         tiny_data, relative_run, tool, tmp_path):
-    """fairseq-generate / -validate --path with the data directory of another corpus (same words,
-    other order): stock fairseq decodes with it (every embedding row given to another word);
-    with the plugin the task's dictionaries are checked against the checkpoint's first."""
+    """fairseq-generate / -validate / -interactive --path with the data directory of another corpus
+    (same words, other order): stock fairseq decodes with it (every embedding row given to another
+    word); with the plugin the task's dictionaries are checked against the checkpoint's first."""
     checkpoint, other = relative_run
     here = Dictionary.load(str(other / "dict.en.txt")).symbols
     trained = Dictionary.load(str(tiny_data / "dict.en.txt")).symbols
@@ -118,6 +118,10 @@ def test_stock_tools_refuse_a_data_directory_whose_dictionary_orders_the_words_o
         checkpoint = tmp_path / "elsewhere.pt"
         torch.save(state, checkpoint)
         options = ["--valid-subset", "test"]
+    if tool == "fairseq-interactive":
+        documents = tmp_path / "documents.txt"
+        documents.write_text(" ".join(here[4:7]) + "\n", encoding="utf-8")
+        options = ["--input", str(documents), "--beam", "2", "--buffer-size", "4"]
     with pytest.raises(CheckpointError, match=re.escape(
             f"--path: the source dictionary read from {other} is not the one checkpoint {checkpoint} was trained "
             f"with ({len(here) + 1} symbols here, {len(trained) + 1} in training; entry {index} is {here[index]!r} here "

@@ -176,6 +176,20 @@ def test_translate_doc_refuses_stdout_redirected_into_its_input(tmp_path):
     assert text.read_text() == "a sentence .\n"
 
 
+
+@pytest.mark.parametrize("mode", ["r+", "a"])  # `< f 1<> f` and `< f >> f`
+def test_translate_doc_refuses_stdin_and_stdout_on_one_file(tmp_path, mode):
+    text = tmp_path / "talk.en"
+    text.write_text("a sentence .\n")
+    with open(text, "r") as stdin, open(text, mode) as stdout:
+        result = subprocess.run([sys.executable, "-m", "fairseq_ctx.cli.translate_doc", "unused.pt"], stdin=stdin,
+                                stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert result.returncode == 2
+    assert "standard output is redirected into the file standard input reads" in result.stderr
+    assert text.read_text() == "a sentence .\n"
+
+
 GENERATORS = [
     (make_corpus.main, ["--train-docs", "2", "--valid-docs", "1", "--test-docs", "1"], "train.en"),
     (make_multilingual_corpus.main, ["--train-docs", "2", "--valid-docs", "1", "--test-docs", "1"], "train.pa"),

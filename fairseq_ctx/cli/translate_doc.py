@@ -29,7 +29,7 @@ from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_tr
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
 from fairseq_ctx.context.data.docids import DocumentIdError
 from fairseq_ctx.context.data.document_boundaries import DocumentIdBoundaries
-from fairseq_ctx.core.output_paths import stdout_is
+from fairseq_ctx.core.output_paths import stdout_is, stdout_is_stdin
 from fairseq_ctx.core.progress import progress
 from fairseq_ctx.core.text_input import TextEncodingError, check_utf8, utf8_lines
 
@@ -73,6 +73,9 @@ def main(argv=None) -> None:
     check_model_args(parser, args)
     refuse_bad_generation(parser, beam=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b)
     name = "<stdin>" if args.input == "-" else args.input
+    if args.input == "-" and stdout_is_stdin():
+        parser.error("standard output is redirected into the file standard input reads; writing there would destroy "
+                     "the input. Redirect the translation to another file")
     if args.input != "-":
         if stdout_is(args.input):
             parser.error(f"standard output is redirected into the input {args.input}; writing there would destroy "

@@ -6,6 +6,7 @@ writable directory; not a directory itself), so that no result is lost after the
 Checked right after argument parsing, before any model is loaded."""
 import fnmatch
 import os
+import stat
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 PathSpec = Union[None, str, Sequence[Optional[str]]]
@@ -108,4 +109,14 @@ def stdout_is(path: str) -> bool:
     except OSError:
         return False
     return (out.st_dev, out.st_ino) == (target.st_dev, target.st_ino)
+
+
+def stdout_is_stdin() -> bool:
+    """Whether standard input and standard output are one regular file (``tool < a.txt 1<> a.txt``,
+    ``tool < a.txt >> a.txt``); a terminal or pipe on both ends is not."""
+    try:
+        out, into = os.fstat(1), os.fstat(0)
+    except OSError:
+        return False
+    return stat.S_ISREG(out.st_mode) and (out.st_dev, out.st_ino) == (into.st_dev, into.st_ino)
 

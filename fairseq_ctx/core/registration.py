@@ -12,8 +12,10 @@ fairseq is imported, so that ``import fairseq_ctx`` (and every ``--help`` of a t
 Registration first allow-lists the checkpoint classes (see :mod:`checkpoint_safety`) and
 installs the checkpoint hooks (atomic writes, damaged-file errors and the resume fallback: see
 :mod:`fairseq_checkpoint_hooks`), so both are in force before fairseq loads or writes any
-checkpoint, fairseq-interactive's UTF-8 reader (:mod:`fairseq_input_hooks`) and the clean exit of
-fairseq's background batch thread (:mod:`background_batches`).
+checkpoint, fairseq-interactive's UTF-8 reader (:mod:`fairseq_input_hooks`), the clean exit of
+fairseq's background batch thread (:mod:`background_batches`), the first line of a non-finite
+training step's error (:mod:`non_finite_step`) and one training per save directory
+(:mod:`save_dir_lock`).
 """
 import importlib
 import importlib.abc
@@ -31,7 +33,7 @@ def _register() -> None:
     try:
         from fairseq_ctx.core import (  # noqa: F401  (fused_label_smoothing: registers its criterion)
             background_batches, checkpoint_safety, fairseq_checkpoint_hooks, fairseq_input_hooks,
-            fused_label_smoothing, mixed_precision,
+            fused_label_smoothing, mixed_precision, non_finite_step, save_dir_lock,
         )
 
         checkpoint_safety.allow_fairseq_checkpoints()
@@ -39,6 +41,8 @@ def _register() -> None:
         fairseq_input_hooks.install()
         mixed_precision.install()
         background_batches.install()
+        non_finite_step.install()
+        save_dir_lock.install()
         for family in FAMILIES:
             for name in importlib.import_module(f"{PACKAGE}.{family}").REGISTERING_MODULES:
                 importlib.import_module(f"{PACKAGE}.{family}.{name}")

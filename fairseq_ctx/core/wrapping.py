@@ -2,16 +2,20 @@
 import functools
 from typing import Any, Callable
 
+_HOOKS = "_fairseq_ctx_hooks"  # the wrappers installed on an attribute (``__wrapped__`` also marks fairseq's decorators)
+
 
 def wrap(owner: Any, name: str, wrapper: Callable) -> None:
     """Replace ``owner.name`` by a function calling ``wrapper(original, *args, **kwargs)``; a second
-    call for the same attribute does nothing."""
+    call with the same wrapper for the same attribute does nothing (several wrappers chain)."""
     original = getattr(owner, name)
-    if hasattr(original, "__wrapped__"):
+    installed = getattr(original, _HOOKS, ())
+    if wrapper in installed:
         return
 
     @functools.wraps(original)
     def hooked(*args, **kwargs):
         return wrapper(original, *args, **kwargs)
 
+    setattr(hooked, _HOOKS, (*installed, wrapper))
     setattr(owner, name, hooked)
