@@ -40,7 +40,7 @@ def test_every_recipe_trains_and_decodes_on_the_device_asked_for(recipes, device
     parser = scat.build_parser()
     recipe = scat.Recipe(scat.parse_args(parser, ["--scat-dir", "s", "--multi30k-dir", "m", "--work", str(tmp_path),
                                                   "--device", device]))
-    commands.append(recipe.train_args("hmce", "hmce", 1, 10, [], 1))
+    commands.append(recipe.train_args("hmce", "hmce", 1, [], 1))
     commands.append(embedding.train_args("ct_mde", "data-bin", str(tmp_path), "small", 10, 1, "amp", device))
     for command in commands:
         assert ("--cpu" in command) == (device == "cpu"), command

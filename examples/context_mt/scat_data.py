@@ -14,6 +14,9 @@
   --src-context ...``).
 - One joint sentencepiece model (Kudo and Richardson, 2018) over all English and French training
   text; its pieces are the fairseq dictionary shared by both corpora.
+- Test sets (a stage of their own, ``WORK/test/``, binarized with the training dictionary into the
+  ``test`` split of both corpora): Multi30k ``test_2016_flickr`` en→fr (raw, cased) for stage 1, and
+  SCAT's published test split (1,000 examples, two-line documents as above) for every model.
 
 Markers (``<p>…</p>``, ``<hon>…<hoff>``) are removed everywhere with the contrastive importer's
 own ``unmark``, so training and contrastive scoring see the same text.
@@ -22,7 +25,7 @@ import gzip
 import json
 import os
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Set, Tuple
 
 from fairseq_ctx.context.contrastive.example import check_same_length, read_lines
 from fairseq_ctx.context.contrastive.scat import PRONOUN, unmark
@@ -31,6 +34,7 @@ from fairseq_ctx.context.data.one_line_context import OneLineContextError, OneLi
 SRC, TGT = "en", "fr"
 SCAT_SOURCE = "github.com/neulab/contextual-mt, data/scat/ (Yin et al., 2021)"
 MULTI30K_SOURCE = "github.com/multi30k/dataset, data/task1/raw/ (Elliott et al., 2016)"
+MULTI30K_TEST = "test_2016_flickr"
 STAGE_ONE_CORPUS = ("Multi30k train + SCAT train sentences + SCAT train context lines (one segment pair each); "
                     "validation: Multi30k val")
 
@@ -51,16 +55,16 @@ def multi30k_paths(multi30k_dir: Path, split: str) -> Dict[str, Path]:
 
 def check_inputs(scat_dir: Path, multi30k_dir: Path) -> None:
     """Stop before any work when a data file is missing, naming every missing file and its source."""
-    missing = [str(p) for split in ("train", "valid") for p in scat_paths(scat_dir, split).values()
+    missing = [str(p) for split in ("train", "valid", "test") for p in scat_paths(scat_dir, split).values()
                if not p.is_file()]
     if missing:
         raise RecipeInputError("SCAT files missing: " + ", ".join(missing)
                                + f"; get data/scat/ from {SCAT_SOURCE} and pass its directory with --scat-dir")
-    missing = [str(p) for split in ("train", "val") for p in multi30k_paths(multi30k_dir, split).values()
+    missing = [str(p) for split in ("train", "val", MULTI30K_TEST) for p in multi30k_paths(multi30k_dir, split).values()
                if not p.is_file()]
     if missing:
         raise RecipeInputError("Multi30k files missing: " + ", ".join(missing)
-                               + f"; get the raw {{train,val}}.{{en,fr}}.gz from {MULTI30K_SOURCE} and pass "
+                               + f"; get the raw {{train,val,{MULTI30K_TEST}}}.{{en,fr}}.gz from {MULTI30K_SOURCE} and pass "
                                f"their directory with --multi30k-dir")
 
 
@@ -161,6 +165,32 @@ def prepare_text(scat_dir: Path, multi30k_dir: Path, prep: Path) -> Dict:
               "scat_train_pronouns": marked_pronouns(scat_dir, "train")}
     (prep / "corpus.json").write_text(json.dumps(corpus, indent=2), encoding="utf-8")
     return corpus
+
+
+def prepare_test_text(scat_dir: Path, multi30k_dir: Path, out: Path, training_sources: Set[str]) -> Dict:
+    """Plain text of the test sets in ``out``: ``sentence.test.{en,fr}`` (Multi30k test_2016_flickr),
+    ``scat.test.{en,fr,docids,sentence_ids}`` (SCAT test as two-line documents) and
+    ``scat.test.ref.fr`` (the SCAT sentences, the reference of BLEU and chrF); returns their counts
+    and how many test sources are verbatim among ``training_sources`` (stage 1's English side)."""
+    multi30k = read_multi30k(multi30k_dir, MULTI30K_TEST)
+    scat = read_scat(scat_dir, "test")
+    for index, lang in enumerate((SRC, TGT)):
+        write_lines(out / f"sentence.test.{lang}", [pair[index] for pair in multi30k])
+    write_documents(scat, str(out / "scat.test"), SRC, TGT, doc_prefix="scat-test-")
+    write_lines(out / "scat.test.ref.fr", [e.target for e in scat])
+    return {"multi30k_test": len(multi30k), "scat_test": len(scat),
+            "multi30k_test_sources_in_stage_one_train": sum(en in training_sources for en, _ in multi30k),
+            "scat_test_sentences_in_stage_one_train": sum(e.source in training_sources for e in scat)}
+
+
+def encode_test(model: Path, text: Path, out: Path) -> None:
+    """The sentencepiece pieces of :func:`prepare_test_text`'s files, ``out/{sentence,scat}.test.{en,fr}``."""
+    from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
+
+    codec = SentencePieceCodec(str(model))
+    for prefix in ("sentence.test", "scat.test"):
+        for lang in (SRC, TGT):
+            encode_file(codec, text / f"{prefix}.{lang}", out / f"{prefix}.{lang}")
 
 
 def spm_inputs(prep: Path) -> List[Path]:

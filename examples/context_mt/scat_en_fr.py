@@ -1,24 +1,30 @@
 """SCAT En→Fr with the two-stage recipe of Yun (2022) ch. 3.
 
 Stage 1: a sentence-level Transformer on all the en–fr sentence data (Multi30k train, SCAT's
-training sentences and their context lines; scat_data.py), trained in chunks of --validate-every
-updates until its greedy validation BLEU plateaus (:data:`STAGE_ONE_PLATEAU`, fixed before the
-run) or --sentence-updates is reached. Stage 2, per seed: hmce, hce, ctx_concat, hmce_target (hmce
+training sentences and their context lines; scat_data.py) with the published small-Transformer
+settings of the Multi30k recipes (Wu et al. (2021)'s Transformer-tiny, ``devtools.transformer_tiny``),
+a fixed budget of --sentence-updates, every epoch checkpoint kept, the average of the last
+--average-last of them the stage-1 model; scored on Multi30k test_2016_flickr en→fr besides the
+SCAT evaluation. Stage 2, per seed: hmce, hce, ctx_concat, hmce_target (hmce
 reading the previous target sentence too: ``--target-context-size 1``; the reference in training,
 its own translation in fairseq-generate, SCAT's French context line in contrastive scoring) and
 ``sentence_scat``, the control (stage 1 trained on the same SCAT lines without context); dat, han,
 dct and hmce_coword (hmce with ``--coword-dropout``) on request. Every stage-2 model starts from
-stage 1's best checkpoint (``--pretrained-sentence-checkpoint``; the control:
-``--finetune-from-model``) and is trained on
-the same SCAT documents for the same updates of the same sentences per update
-(--context-batch-size). Evaluated on SCAT valid: contrastive pronoun accuracy
-(``fairseq-ctx-contrastive --format scat``), CXMI (``fairseq-ctx-cxmi``), sacreBLEU BLEU/chrF of
-beam translations.
+stage 1's averaged checkpoint (``--pretrained-sentence-checkpoint``; the control:
+``--finetune-from-model``) and is trained on the same SCAT documents for the same updates of the
+same sentences per update (--context-batch-size). Every model is evaluated on SCAT's published
+test split (1,000 examples): contrastive pronoun accuracy (``fairseq-ctx-contrastive --format
+scat``), CXMI (``fairseq-ctx-cxmi``), sacreBLEU BLEU/chrF of beam translations of the SCAT
+sentences only; ``--extra-contrastive`` adds contrastive sets in the DiscEvalMT, ContraPro and
+SCAT layouts (``scat_extra_sets.py``).
 
 Usage (from the repository root, package installed):
 
     python examples/context_mt/scat_en_fr.py --scat-dir contextual-mt/data/scat \\
         --multi30k-dir multi30k-dataset/data/task1/raw --seeds 1,2,3
+
+(SCAT: github.com/neulab/contextual-mt, ``data/scat/``, Yin et al. (2021); Multi30k:
+github.com/multi30k/dataset, ``data/task1/raw/``, Elliott et al. (2016).)
 
 Writes ``scat_en_fr.{md,json,png}`` and their plain-text files into ``--results`` (default
 WORK/results); scratch files, logs and every tool command (``commands.sh``) go to ``--work``.
@@ -27,7 +33,6 @@ resumes from its checkpoint_last.pt. Stage 2 runs side by side in ``--jobs`` pro
 the recipe itself restricted to one model and seed (log: WORK[/seed<N>]/job.MODEL.log).
 """
 import argparse
-import dataclasses
 import functools
 import json
 import shlex
@@ -45,15 +50,18 @@ if REPOSITORY not in sys.path:
 
 import scat_data  # noqa: E402
 import scat_results  # noqa: E402
-from devtools.plateau_rule import BLEU_PLATEAU, checkpoint_updates, train_until_plateau  # noqa: E402
+from scat_extra_sets import ExtraSet, check_extra_sets, parse_extra_set, score_extra_sets  # noqa: E402
+from devtools.checkpoint_averaging import average_last_epochs, weights_digest  # noqa: E402
+from devtools.plateau_rule import checkpoint_updates  # noqa: E402
 from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
 from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
                                   check_run_options, device_args, failures_message, job_command, log_to_stdout,
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option,
                                   single_seed)
 from devtools.recipe_tools import Step, captured_log, run  # noqa: E402
-from devtools.train_log import NOT_RECORDED, training_machines, validation_curve  # noqa: E402
-from scat_evaluation import evaluate  # noqa: E402
+from devtools.train_log import NOT_RECORDED, training_machines  # noqa: E402
+from devtools.transformer_tiny import TINY  # noqa: E402
+from scat_evaluation import evaluate, evaluate_multi30k  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
@@ -62,8 +70,7 @@ COWORD_MODELS = {"hmce_coword": "hmce"}  # name -> arch, trained with --coword-d
 CONTEXT_MODELS = [*CONTEXT_ARCHS, *TARGET_CONTEXT_MODELS, *COWORD_MODELS]
 STAGE_TWO_MODELS = [SENTENCE_ON_SCAT, *CONTEXT_MODELS]
 DEFAULT_MODELS = [SENTENCE_ON_SCAT, "hmce", "hce", "ctx_concat", "hmce_target"]
-STAGE_ONE_PLATEAU = dataclasses.replace(BLEU_PLATEAU, metric="greedy validation BLEU (Multi30k val)")
-"""Fixed before the runs: the rule of the Multi30k recipes (0.5 BLEU)."""
+AVERAGED = "checkpoint_averaged.pt"  # stage 1's tested model, which initialises stage 2
 SCRIPT = "examples/context_mt/scat_en_fr.py"
 
 
@@ -74,6 +81,7 @@ class Recipe:
         self.args = args
         self.work = Path(args.work).resolve()
         self.prep, self.spm_dir, self.bin = self.work / "prep", self.work / "spm", self.work / "data-bin"
+        self.test_dir = self.work / "test"
         self.user_dir = str(Path(__import__("fairseq_ctx").__file__).parent)
 
     def run(self, tool: str, args: Sequence[str]) -> None:
@@ -114,7 +122,32 @@ class Recipe:
             for split in ("train", "valid"):
                 shutil.copy(self.prep / f"scat.{split}.docids", tmp / "scat" / f"{split}.docids")
             scat_data.replace_dir(tmp, self.bin)
-        return json.loads(corpus_file.read_text())
+        if not (self.bin / "scat" / "test.docids").exists():
+            self.prepare_test()
+        return {**json.loads(corpus_file.read_text()),
+                "test_counts": json.loads((self.test_dir / "counts.json").read_text())}
+
+    def prepare_test(self) -> None:
+        """The test sets, binarized with the training dictionary into the ``test`` split of both
+        data directories; SCAT's ``test.docids`` is written last, so an interrupted stage is redone."""
+        print(f"== test sets: Multi30k {scat_data.MULTI30K_TEST} en→fr and SCAT test ({self.test_dir})", flush=True)
+        shutil.rmtree(self.test_dir, ignore_errors=True)
+        tmp = self.fresh(self.test_dir)
+        training = set((self.prep / "sentence.train.en").read_text(encoding="utf-8").splitlines())
+        counts = scat_data.prepare_test_text(Path(self.args.scat_dir), Path(self.args.multi30k_dir), tmp, training)
+        (tmp / "counts.json").write_text(json.dumps(counts, indent=2), encoding="utf-8")
+        scat_data.encode_test(self.spm_dir / "spm.model", tmp, tmp / "pieces")
+        dictionary = str(self.spm_dir / "dict.txt")
+        for corpus in ("sentence", "scat"):
+            self.run("fairseq-preprocess", [
+                "--source-lang", "en", "--target-lang", "fr", "--testpref", str(tmp / "pieces" / f"{corpus}.test"),
+                "--destdir", str(tmp / "bin" / corpus), "--srcdict", dictionary, "--tgtdict", dictionary,
+                "--workers", "1"])
+        scat_data.replace_dir(tmp, self.test_dir)
+        for corpus in ("sentence", "scat"):
+            for binary in (self.test_dir / "bin" / corpus).glob("test.*"):
+                shutil.copyfile(binary, self.bin / corpus / binary.name)
+        shutil.copyfile(self.test_dir / "scat.test.docids", self.bin / "scat" / "test.docids")
 
     @staticmethod
     def fresh(final: Path) -> Path:
@@ -137,33 +170,26 @@ class Recipe:
                 "--encoder-layers", str(a.layers), "--decoder-layers", str(a.layers), "--encoder-attention-heads",
                 str(a.heads), "--decoder-attention-heads", str(a.heads)]
 
-    def train_args(self, name: str, arch: str, context_size: int, updates: int, extra: Sequence[str],
-                   seed: int) -> List[str]:
+    def train_args(self, name: str, arch: str, context_size: int, extra: Sequence[str], seed: int) -> List[str]:
         """``extra``: the model's own options beyond the shared ones (sentence checkpoint, target
-        context); ``updates``: where this session stops (stage 1 trains in chunks; its warm-up
-        follows its whole budget)."""
+        context). Stage 1 keeps every epoch checkpoint (for the average); stage 2 only its last,
+        validated every --validate-every updates."""
         a, out = self.args, self.model_dir(name, seed)
-        budget = a.sentence_updates if name == SENTENCE else a.context_updates
-        data = self.bin / ("sentence" if name == SENTENCE else "scat")
+        stage_one = name == SENTENCE
+        lr, warmup = (a.lr, a.warmup) if stage_one else (a.context_lr, min(a.context_warmup, max(1, a.context_updates // 2)))
+        checkpoints = (["--save-interval", "1", "--validate-interval", "1"] if stage_one else
+                       ["--no-epoch-checkpoints", "--validate-interval-updates", str(a.validate_every)])
         return [
-            str(data), "--user-dir", self.user_dir, "--task", "context_translation", "--source-lang", "en",
-            "--target-lang", "fr", "--context-size", str(context_size), "--arch", arch, *self.model_args(), *extra,
-            "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "0.0", "--lr", str(a.lr),
-            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(min(a.warmup, max(1, budget // 2))),
+            str(self.bin / ("sentence" if stage_one else "scat")), "--user-dir", self.user_dir, "--task",
+            "context_translation", "--source-lang", "en", "--target-lang", "fr", "--context-size", str(context_size),
+            "--arch", arch, *self.model_args(), *extra,
+            "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", f"{a.clip_norm:g}", "--lr", str(lr),
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(warmup),
             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", str(a.dropout),
-            *batch_args(name, a), "--max-update", str(updates), "--seed", str(seed),
-            "--save-dir", str(out / "checkpoints"), "--no-epoch-checkpoints", "--num-workers", "0",
+            *batch_args(name, a), "--max-update", str(a.sentence_updates if stage_one else a.context_updates),
+            "--seed", str(seed), "--save-dir", str(out / "checkpoints"), *checkpoints, "--num-workers", "0",
             "--skip-invalid-size-inputs-valid-test", "--log-format", "simple", "--log-interval", str(a.log_interval),
-            "--validate-interval-updates", str(a.validate_every),
-            *device_args(a.device), *precision_args(a.precision),
-            *(self.stage_one_validation() if name == SENTENCE else [])]
-
-    def stage_one_validation(self) -> List[str]:
-        """Greedy validation BLEU at the end of every chunk (and only there), the checkpoint of the
-        best kept as checkpoint_best.pt."""
-        return ["--validate-interval", "1000000", "--save-interval", "1000000", "--eval-bleu", "--eval-bleu-args",
-                json.dumps({"beam": 1, "max_len_a": 1.2, "max_len_b": 10}), "--eval-bleu-remove-bpe", "sentencepiece",
-                "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric"]
+            *device_args(a.device), *precision_args(a.precision)]
 
     def timed_train(self, out: Path, args: List[str]) -> None:
         """fairseq-train, its log appended to ``out/train.log`` (with the machine it trains on), its
@@ -178,48 +204,56 @@ class Recipe:
             spent.write_text(f"{earlier + time.time() - started:.1f}")
 
     def stage_one(self) -> Dict:
-        """Train stage 1 to its plateau or budget (continuing a run stopped at a smaller budget),
-        then evaluate its best checkpoint; returns its result."""
+        """Train stage 1 to its budget (continuing a run stopped before it), average its last epoch
+        checkpoints and evaluate the average; returns its result."""
         a, out = self.args, self.model_dir(SENTENCE, single_seed(self.args))
-        state_file, result_file = out / "train.json", out / "result.json"
-        state = json.loads(state_file.read_text()) if state_file.exists() else None
-        if state is None or (state["stopped"] == "budget" and state["updates"] < a.sentence_updates):
+        checkpoints, result_file = out / "checkpoints", out / "result.json"
+        if checkpoint_updates(checkpoints / "checkpoint_last.pt") < a.sentence_updates:
             self.refuse_stale_stage_two()
-            state = self.train_stage_one(out)
-            state_file.write_text(json.dumps(state, indent=2))
             result_file.unlink(missing_ok=True)
+            print(f"== train {SENTENCE} (stage 1) to update {a.sentence_updates} (log {out / 'train.log'})", flush=True)
+            self.timed_train(out, self.train_args(SENTENCE, "transformer", 0, [], single_seed(a)))
         if result_file.exists():
             print(f"== {SENTENCE}: finished earlier ({result_file})", flush=True)
-            return json.loads(result_file.read_text())
-        result = {"model": SENTENCE, "seed": single_seed(a), "arch": "transformer", "context_size": 0, "target_context_size": 0,
-                  **state, "train_seconds": float((out / "train.seconds").read_text()),
+            result = json.loads(result_file.read_text())
+            if "weights_sha256" not in result and (checkpoints / AVERAGED).exists():  # a result of an earlier version
+                result["weights_sha256"] = weights_digest(checkpoints / AVERAGED)
+                result_file.write_text(json.dumps(result, indent=2))
+            return self.with_extra_sets(result, out, checkpoints / AVERAGED)
+        averaged = average_last_epochs(checkpoints, a.average_last, checkpoints / AVERAGED, SENTENCE)
+        tested = checkpoints / AVERAGED
+        result = {"model": SENTENCE, "seed": single_seed(a), "arch": "transformer", "context_size": 0,
+                  "target_context_size": 0, "stopped": "fixed", "updates": checkpoint_updates(tested),
+                  "averaged_checkpoints": averaged, "weights_sha256": weights_digest(tested),
+                  "train_seconds": float((out / "train.seconds").read_text()),
                   "trained_on": training_machines((out / "train.log").read_text()),
-                  **evaluate(self, out, out / "checkpoints" / "checkpoint_best.pt", "transformer", 0, 0)}
+                  **evaluate(self, out, tested, "transformer", 0, 0),
+                  "multi30k_test": evaluate_multi30k(self, out, tested)}
         result_file.write_text(json.dumps(result, indent=2))
+        return self.with_extra_sets(result, out, tested)
+
+    def missing_extra_sets(self, result: Dict) -> List[ExtraSet]:
+        return [s for s in self.args.extra_contrastive if s.name not in result.get("extra_contrastive", {})]
+
+    def with_extra_sets(self, result: Dict, out: Path, checkpoint: Path) -> Dict:
+        """``result`` with its accuracy on every --extra-contrastive set it has none for yet, scored
+        now with ``checkpoint`` where the work directory still holds it (saved in its result.json)."""
+        missing = self.missing_extra_sets(result)
+        if not missing or not checkpoint.exists():
+            return result
+        result = {**result, "extra_contrastive": {**result.get("extra_contrastive", {}),
+                                                  **score_extra_sets(self, out, checkpoint, missing)}}
+        (out / "result.json").write_text(json.dumps(result, indent=2))
         return result
 
-    def train_stage_one(self, out: Path) -> Dict:
-        a, log = self.args, out / "train.log"
-        last = out / "checkpoints" / "checkpoint_last.pt"
-
-        def train_to(updates: int) -> None:
-            if checkpoint_updates(last) < updates:
-                print(f"== train {SENTENCE} (stage 1) to update {updates} (log {log})", flush=True)
-                self.timed_train(out, self.train_args(SENTENCE, "transformer", 0, updates, [], single_seed(a)))
-
-        def validate(updates: int) -> float:
-            bleu = dict((int(u), b) for u, b in validation_curve(log.read_text(), "bleu"))
-            if updates not in bleu:
-                raise RuntimeError(f"{log} has no validation BLEU at update {updates}; delete {out} to train stage 1 "
-                                   f"again")
-            print(f"== {SENTENCE}, update {updates}: greedy validation BLEU {bleu[updates]:.2f}", flush=True)
-            return bleu[updates]
-
-        curve = [(int(u), b) for u, b in validation_curve(log.read_text(), "bleu")] if log.exists() else []
-        stopped = train_until_plateau(STAGE_ONE_PLATEAU, a.validate_every, a.sentence_updates, curve, train_to,
-                                      validate, lambda _: None)
-        return {"stopped": stopped, "updates": curve[-1][0], "convergence": STAGE_ONE_PLATEAU.judge(curve).text,
-                "valid_bleu": [list(point) for point in curve]}
+    def needs_work(self, name: str, seed: int) -> bool:
+        """A stage-2 run without a result, or without a score on an --extra-contrastive set while its
+        checkpoint is there."""
+        out = self.model_dir(name, seed)
+        if not (out / "result.json").exists():
+            return True
+        return bool(self.missing_extra_sets(json.loads((out / "result.json").read_text()))
+                    and (out / "checkpoints" / "checkpoint_last.pt").exists())
 
     def refuse_stale_stage_two(self) -> None:
         """Stage 1 may only (continue to) train while no stage-2 model has started from it."""
@@ -236,10 +270,11 @@ class Recipe:
         out = self.model_dir(name, seed)
         if (out / "result.json").exists():
             print(f"== {name}, seed {seed}: finished earlier ({out / 'result.json'})", flush=True)
-            return json.loads((out / "result.json").read_text())
+            return self.with_extra_sets(json.loads((out / "result.json").read_text()), out,
+                                        out / "checkpoints" / "checkpoint_last.pt")
         a = self.args
         target_context_size = 1 if name in TARGET_CONTEXT_MODELS else 0
-        stage_one = self.model_dir(SENTENCE, single_seed(a)) / "checkpoints" / "checkpoint_best.pt"
+        stage_one = self.model_dir(SENTENCE, single_seed(a)) / "checkpoints" / AVERAGED
         if name == SENTENCE_ON_SCAT:
             arch, context_size, extra = "transformer", 0, ["--finetune-from-model", str(stage_one)]
         else:
@@ -251,9 +286,10 @@ class Recipe:
         if not (out / "train.json").exists():
             print(f"== train {name}, seed {seed} ({arch}, context size {context_size}, {a.context_updates} updates; "
                   f"log {out / 'train.log'})", flush=True)
-            self.timed_train(out, self.train_args(name, arch, context_size, a.context_updates, extra, seed))
+            self.timed_train(out, self.train_args(name, arch, context_size, extra, seed))
             (out / "train.json").write_text(json.dumps({"stopped": "fixed", "updates": a.context_updates,
-                                                        "stage_one_updates": checkpoint_updates(stage_one)}))
+                                                        "stage_one_updates": checkpoint_updates(stage_one),
+                                                        "stage_one_sha256": weights_digest(stage_one)}))
         result = {"model": name, "seed": seed, "arch": arch, "context_size": context_size,
                   "target_context_size": target_context_size, "coword_dropout": coword_rate(name, a),
                   **json.loads((out / "train.json").read_text()),
@@ -262,7 +298,7 @@ class Recipe:
                   **evaluate(self, out, out / "checkpoints" / "checkpoint_last.pt", arch, context_size,
                              target_context_size)}
         (out / "result.json").write_text(json.dumps(result, indent=2))
-        return result
+        return self.with_extra_sets(result, out, out / "checkpoints" / "checkpoint_last.pt")
 
 
 def coword_rate(name: str, args: argparse.Namespace) -> float:
@@ -271,9 +307,12 @@ def coword_rate(name: str, args: argparse.Namespace) -> float:
 
 
 def batch_args(name: str, args: argparse.Namespace) -> List[str]:
-    """The batch size of model ``name``: a token budget for stage 1, and for stage 2 unless
-    --context-batch-size gives every stage-2 model the same number of sentences per update."""
-    if name == SENTENCE or not args.context_batch_size:
+    """The batch size of model ``name``: a token budget for stage 1 (--update-freq batches per
+    update), and for stage 2 unless --context-batch-size gives every stage-2 model the same number
+    of sentences per update."""
+    if name == SENTENCE:
+        return ["--max-tokens", str(args.max_tokens), "--update-freq", str(args.update_freq)]
+    if not args.context_batch_size:
         return ["--max-tokens", str(args.max_tokens)]
     return ["--batch-size", str(args.context_batch_size)]
 
@@ -281,8 +320,10 @@ def batch_args(name: str, args: argparse.Namespace) -> List[str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scat_en_fr.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scat-dir", required=True, help="directory of highlighted.{train,valid}[.context].{en,fr}")
-    parser.add_argument("--multi30k-dir", required=True, help="directory of the raw {train,val}.{en,fr}.gz")
+    parser.add_argument("--scat-dir", required=True,
+                        help="directory of highlighted.{train,valid,test}[.context].{en,fr}")
+    parser.add_argument("--multi30k-dir", required=True,
+                        help=f"directory of the raw {{train,val,{scat_data.MULTI30K_TEST}}}.{{en,fr}}.gz")
     parser.add_argument("--work", default="work/scat_en_fr", help="scratch directory (kept for resuming)")
     parser.add_argument("--models", nargs="+", choices=STAGE_TWO_MODELS, default=DEFAULT_MODELS,
                         help="stage-2 models to train (stage 1 is always trained: it initialises them); "
@@ -291,31 +332,52 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stage-one-only", action="store_true",
                         help="train and evaluate stage 1 only (run stage 2 later with the same command without it)")
     parser.add_argument("--restart", action="store_true", help="delete --work first instead of resuming")
-    parser.add_argument("--sentence-updates", type=int, default=20000,
-                        help="stage-1 budget: at most this many updates; it stops earlier when its greedy validation "
-                             f"BLEU plateaus (the best of the last fifth of the updates less than "
-                             f"{STAGE_ONE_PLATEAU.min_gain:g} BLEU above the best before)")
+    parser.add_argument("--sentence-updates", type=int, default=2519,
+                        help="stage-1 updates (a fixed budget; the lr schedule does not depend on it): 11 epochs of the "
+                             "stage-1 corpus at the default batch, about 85 minutes on 2 CPU cores with --amp")
+    parser.add_argument("--average-last", type=int, default=3,
+                        help="stage 1's tested model, which initialises stage 2: the parameter average of its last N "
+                             "epoch checkpoints (3 epochs of this corpus are ≈690 updates, the ≈620 updates of the last "
+                             "10 Multi30k epochs Wu et al. (2021) average)")
     parser.add_argument("--context-updates", type=int, default=800, help="stage-2 updates of every stage-2 model")
     parser.add_argument("--coword-dropout", type=float, default=0.1,
                         help="hmce_coword's CoWord dropout rate (Fernandes et al., 2021): the share of the current "
                              "sentence's tokens replaced by <unk> in training, so that the model has to read the context")
-    parser.add_argument("--embed-dim", type=int, default=256, help="model dimension (thesis: 512)")
-    parser.add_argument("--ffn-dim", type=int, default=1024, help="feed-forward dimension (thesis: 2048)")
-    parser.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each (thesis: 6)")
-    parser.add_argument("--heads", type=int, default=4, help="attention heads (thesis: 8)")
-    parser.add_argument("--dropout", type=float, default=0.1, help="dropout (thesis: 0.1)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate of inverse_sqrt")
-    parser.add_argument("--warmup", type=int, default=200, help="warm-up updates (at most half of the budget)")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="stage-1 tokens per batch")
+    parser.add_argument("--embed-dim", type=int, default=TINY.embed_dim,
+                        help="model dimension of both stages (Transformer-tiny; thesis: 512)")
+    parser.add_argument("--ffn-dim", type=int, default=TINY.ffn_dim, help="feed-forward dimension (thesis: 2048)")
+    parser.add_argument("--layers", type=int, default=TINY.layers, help="encoder and decoder layers each (thesis: 6)")
+    parser.add_argument("--heads", type=int, default=TINY.heads, help="attention heads (thesis: 8)")
+    parser.add_argument("--dropout", type=float, default=TINY.dropout, help="dropout of both stages")
+    parser.add_argument("--lr", type=float, default=TINY.lr, help="stage 1: peak learning rate of inverse_sqrt")
+    parser.add_argument("--warmup", type=int, default=TINY.warmup_updates, help="stage 1: warm-up updates")
+    parser.add_argument("--context-lr", type=float, default=1e-3,
+                        help="stage 2: peak learning rate of inverse_sqrt (fine-tuning from stage 1)")
+    parser.add_argument("--context-warmup", type=int, default=200,
+                        help="stage 2: warm-up updates (at most half of --context-updates)")
+    parser.add_argument("--clip-norm", type=float, default=TINY.clip_norm, help="gradient norm clipping of both stages")
+    parser.add_argument("--max-tokens", type=int, default=TINY.max_tokens, help="stage-1 tokens per batch")
+    parser.add_argument("--update-freq", type=int, default=TINY.gpus,
+                        help="stage 1: batches of --max-tokens per update (Wu et al. (2021): 4096 tokens on each of 2 "
+                             "GPUs; ≈6,400 French target pieces per update here)")
     parser.add_argument("--context-batch-size", type=int, default=64,
                         help="stage 2: sentences per update, the same for every model; 0: --max-tokens instead (which "
                         "counts context tokens, so context models would see fewer sentences)")
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE vocabulary")
     parser.add_argument("--beam", type=int, default=5, help="beam size for the BLEU translations")
     parser.add_argument("--log-interval", type=int, default=100, help="updates between training log lines")
-    parser.add_argument("--validate-every", type=int, default=500,
-                        help="updates between validations: stage 1's greedy BLEU (its plateau rule; it trains in "
-                        "chunks of this many updates), stage 2's loss (its convergence curve)")
+    parser.add_argument("--extra-contrastive", type=parse_extra_set, action="append", default=[],
+                        metavar="FORMAT:INPUT[:TEXT_DIR]",
+                        help="another contrastive set scored with every model, in its published layout (repeatable): "
+                             "discevalmt:PATH/anaphora.json (or lexical-choice.json, DiscEvalMT); "
+                             "contrapro:PATH/contrapro.json[:TEXT_DIR] (ContraPro's layout read as en→fr, with the "
+                             "*.text.* / *.context.* files json2text_and_context.pl wrote, in TEXT_DIR or next to the "
+                             "JSON file); scat:PATH/highlighted.SPLIT (SCAT's layout: the prefix of its files). Each "
+                             "set is read before any training; runs finished earlier are scored on a new set while "
+                             "their checkpoint is in --work")
+    parser.add_argument("--validate-every", type=int, default=200,
+                        help="stage 2: updates between validation losses on SCAT valid (its convergence curve; stage 1 "
+                             "validates at the end of every epoch)")
     add_run_options(parser, "stage-2 models and seeds (stage 1 runs alone, with --jobs × --threads threads)",
                     {"--results": ["--out"]}, stage_one_seed=True)
     add_report_only(parser)
@@ -328,24 +390,18 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     check_report_only(parser, args)
     if args.report_only and args.restart:
         parser.error("--report-only reports on --work; --restart would delete it first: give one of them")
-    if min(args.sentence_updates, args.context_updates, args.validate_every) < 1:
-        parser.error("--sentence-updates, --context-updates and --validate-every must be at least 1")
+    if min(args.sentence_updates, args.context_updates, args.validate_every, args.average_last, args.update_freq) < 1:
+        parser.error("--sentence-updates, --context-updates, --validate-every, --average-last and --update-freq must be "
+                     "at least 1")
     if not 0 < args.coword_dropout < 1:
         parser.error(f"--coword-dropout must be between 0 and 1 (exclusive), got {args.coword_dropout}")
     return args
 
 
-def unfinished(recipe: Recipe, stage_one: Dict, pending: Sequence[Sequence], parser: argparse.ArgumentParser,
+def unfinished(recipe: Recipe, pending: Sequence[Sequence], parser: argparse.ArgumentParser,
                argv: Sequence[str]) -> List[Dict]:
-    """Stage 1 when it stopped at its budget before the plateau, and every stage-2 run without a
-    result, each with the command that resumes it."""
+    """Every stage-2 run without a result, with the command that resumes it."""
     listed = []
-    if stage_one["stopped"] == "budget":
-        longer = {"--sentence-updates": str(2 * stage_one["updates"]), "--stage-one-only": None}
-        listed.append(unfinished_run(SENTENCE, stage_one["seed"], f"stopped at its budget of {stage_one['updates']} "
-                                     f"updates before the plateau (stage-2 models trained from it must be trained "
-                                     f"again in another --work)", resume_command(parser, SCRIPT, argv, longer,
-                                                                                 drop=["--restart", "--report-only"])))
     for name, seed in pending:
         updates = checkpoint_updates(recipe.model_dir(name, seed) / "checkpoints" / "checkpoint_last.pt")
         state = f"interrupted at update {updates} (resumes from checkpoint_last.pt)" if updates else "not trained yet"
@@ -372,6 +428,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(parser, argv)
     log_to_stdout()
     scat_data.check_inputs(Path(args.scat_dir), Path(args.multi30k_dir))
+    extra_sets = [{"name": s.name, "format": s.format, "input": s.input, "text_dir": s.text_dir,
+                   "examples": examples}
+                  for s, examples in zip(args.extra_contrastive, check_extra_sets(args.extra_contrastive).values())]
     work = Path(args.work)
     recipe = Recipe(args)
     finished = finished_stage_one(recipe, parser, argv) if args.report_only else None
@@ -385,7 +444,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     stage_one = finished or recipe.stage_one()
     seeds = [seed for seed, _ in seed_dirs(args, work)]
     units = [] if args.stage_one_only else [(name, seed) for seed in seeds for name in args.models]
-    pending = [(name, seed) for name, seed in units if not (recipe.model_dir(name, seed) / "result.json").exists()]
+    pending = [(name, seed) for name, seed in units if recipe.needs_work(name, seed)]
     jobs = [Job(f"{name}, seed {seed}",
                 job_command(parser, SCRIPT, argv, {**seed_option(args, seed), "--models": name},
                             drop=["--restart", "--stage-one-only", "--report-only"]),
@@ -397,10 +456,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         rows += [json.loads((recipe.model_dir(name, seed) / "result.json").read_text()) for seed in seeds
                  for name in STAGE_TWO_MODELS if (recipe.model_dir(name, seed) / "result.json").exists()]
         out = results_dir(args, work)
-        rule = STAGE_ONE_PLATEAU.describe(args.validate_every, args.sentence_updates, stops=True)
-        outcome = (f"stage 1 stopped at update {stage_one['updates']} ({stage_one['stopped']}): "
-                   f"{stage_one['convergence']}")
-        budget = (f"stage 1 at most {args.sentence_updates} updates of {args.max_tokens} tokens; stage 2 "
+        rule = (f"none: fixed budgets, fixed before the runs; stage 1's tested model is the average of its last "
+                f"{args.average_last} epoch checkpoints")
+        outcome = (f"stage 1 trained {stage_one['updates']} updates; averaged "
+                   f"{', '.join(stage_one['averaged_checkpoints'])}")
+        budget = (f"stage 1 {args.sentence_updates} updates of {args.update_freq} × {args.max_tokens} tokens; stage 2 "
                   f"{args.context_updates} updates of "
                   + (f"{args.context_batch_size} sentences" if args.context_batch_size else
                      f"{args.max_tokens} tokens (context tokens included)") + " per model")
@@ -410,9 +470,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         scat_results.write(rows, header, {
             "settings": {k: v for k, v in vars(args).items()
                          if k not in ("models", "seeds", "results", "restart", "no_report", "precision", "device",
-                                      "jobs", "threads", "report_only")},
-            "corpus": corpus, "stage_one": stage_one,
-            "unfinished": unfinished(recipe, stage_one, [(name, seed) for name, seed in pending if not
+                                      "jobs", "threads", "report_only", "extra_contrastive")},
+            "corpus": corpus, "stage_one": stage_one, "extra_sets": extra_sets,
+            "unfinished": unfinished(recipe, [(name, seed) for name, seed in pending if not
                                                          (recipe.model_dir(name, seed) / "result.json").exists()],
                                      parser, argv),
             "translations": {scat_results.run_name(r): r["hypotheses"] for r in rows}}, out)

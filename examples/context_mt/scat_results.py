@@ -1,6 +1,7 @@
 """Results of the SCAT En→Fr recipe: ``scat_en_fr.md`` (tables and run facts), ``.json`` (every
 run), the plain-text files next to them that every number is recomputed from
-(``scat_en_fr.translations/MODEL[.seedN].fr``: the beam translations of SCAT valid;
+(``scat_en_fr.translations/MODEL[.seedN].fr``: the beam translations of the SCAT test sentences, and
+``sentence.multi30k.fr``: stage 1's of Multi30k test_2016_flickr;
 ``scat_en_fr.contrastive.tsv``: both candidates' scores per example; ``scat_en_fr.cxmi.tsv``: CXMI
 per sentence; ``scat_en_fr.supporting_attention.tsv``: α on the marked supporting words per context
 line, for hce/hmce reading the target context), and ``.png`` (contrastive accuracy and BLEU per model, where matplotlib is
@@ -16,14 +17,25 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from devtools.bootstrap_intervals import paired_difference_interval
 from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
 from devtools.seed_statistics import (HELD, NOT_HELD, UNDECIDED, UNTESTED, direction_verdict, format_mean_sd, mean_sd,
                                       t_test)
 from fairseq_ctx.core.generate_output import read_generate_lines
+from scat_extra_sets import extra_set_lines
 
 SENTENCE = "sentence"  # the stage-1 sentence-level model
 SENTENCE_ON_SCAT = "sentence_scat"  # stage 1 continued on the SCAT lines without context: the stage-2 control
 STEM = "scat_en_fr"
+# No published en→fr number of this model was found: Wu et al. (2021)'s repository states the
+# en→de result only; that one, with its source, is what stage 1 can be set beside.
+PUBLISHED_BASELINE = (
+    "no published text-only Transformer-tiny BLEU on Multi30k test_2016_flickr **en→fr** was found in the sources "
+    "we could read (the repositories of Wu et al. (2021), github.com/LividWo/Revisit-MMT, and of Li et al. (2022), "
+    "github.com/libeineu/fairseq_mmt, state none). The same model's published **en→de** result is 41.02 BLEU "
+    "(Revisit-MMT `README-baseline.md`: 8000 updates, average of the last 10 epoch checkpoints, beam 5, fairseq's "
+    "BLEU on lowercased, Moses-tokenised text), against which the Multi30k parity recipe of this repository reaches "
+    "39.70 at best (38.86–39.47 in runs of at most 150 minutes); it is a different language pair and not comparable to the number above")
 FEMININE, MASCULINE = ("elle", "elles"), ("il", "ils")
 CONTEXT_USE = {HELD: "yes (CXMI > 0)", NOT_HELD: "no: the context lowers the reference's probability (CXMI < 0)",
                UNDECIDED: "undecided"}
@@ -39,6 +51,16 @@ def sentence_hypotheses(generate_output: Path, sentence_ids: Path) -> List[str]:
         raise ValueError(f"{generate_output} has no D- line for {len(missing)} of the {len(ids)} SCAT sentences "
                          f"(first: line {missing[0]}); generate the whole split with --required-batch-size-multiple 1")
     return [detokenised[i] for i in ids]
+
+
+def ordered_hypotheses(generate_output: Path, count: int) -> List[str]:
+    """Detokenised hypotheses (``D-`` lines) of sentences 0 … count − 1 of a whole split, in order."""
+    detokenised = read_generate_lines(str(generate_output))["D"]
+    missing = [i for i in range(count) if i not in detokenised]
+    if missing:
+        raise ValueError(f"{generate_output} has no D- line for {len(missing)} of the {count} sentences (first: "
+                         f"{missing[0]}); generate the whole split with --required-batch-size-multiple 1")
+    return [detokenised[i] for i in range(count)]
 
 
 def run_name(row: Dict) -> str:
@@ -106,8 +128,22 @@ def comparisons(rows: Sequence[Dict]) -> List[Dict]:
             test = t_test([r[metric] - c[metric] for r, c in paired])
             entry[metric] = {"differences": list(test.differences), "mean": test.mean, "sd": test.sd, "p": test.p,
                              "verdict": direction_verdict(test.mean, test.p), "text": test.describe(digits)}
+        entry["examples_interval"] = examples_interval(paired)
         out.append(entry)
     return out
+
+
+def examples_interval(paired: Sequence[tuple]) -> Dict[str, float]:
+    """The contrastive-accuracy difference on the same SCAT test examples, each example's outcome
+    averaged over the paired seeds: its 95% paired bootstrap interval over the examples (the test
+    set's sampling error, which the t-test over seeds does not see)."""
+    def outcomes(run: Dict) -> Dict[int, bool]:
+        return {e["line"]: bool(e["correct"]) for e in run["examples"]}
+
+    model_runs, control_runs = [outcomes(r) for r, _ in paired], [outcomes(c) for _, c in paired]
+    lines = sorted(set.intersection(*(set(o) for o in model_runs + control_runs)))
+    return paired_difference_interval([sum(o[line] for o in model_runs) / len(model_runs) for line in lines],
+                                      [sum(o[line] for o in control_runs) / len(control_runs) for line in lines])
 
 
 def context_use(rows: Sequence[Dict]) -> List[Dict]:
@@ -115,7 +151,7 @@ def context_use(rows: Sequence[Dict]) -> List[Dict]:
     sentences whose reference the context made more likely."""
     out = []
     for model, mine in by_model(rows).items():
-        if model == SENTENCE:
+        if mine[0]["context_size"] == 0:  # CXMI is 0 by construction
             continue
         test = t_test([r["cxmi"] for r in mine])
         sentences = [value for r in mine for value in r["cxmi_per_sentence"]]
@@ -168,12 +204,17 @@ def run_table(rows: Sequence[Dict]) -> List[str]:
 
 
 def verdict_lines(facts: Dict) -> List[str]:
-    lines = ["| context model | seeds | Δ contrastive acc. | verdict | Δ BLEU | Δ chrF |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| context model | seeds | Δ contrastive acc. | verdict | Δ on the examples [95% paired bootstrap], p "
+             "| Δ BLEU | Δ chrF |", "|---|---|---|---|---|---|---|"]
     for c in facts["comparisons"]:
+        interval = c["examples_interval"]
         lines.append(f"| {c['model']} | {len(c['seeds'])} | {c['contrastive_accuracy']['text']} | "
-                     f"**{c['contrastive_accuracy']['verdict']}** | {c['bleu']['text']} ({c['bleu']['verdict']}) | "
-                     f"{c['chrf']['text']} ({c['chrf']['verdict']}) |")
+                     f"**{c['contrastive_accuracy']['verdict']}** | {interval['difference']:+.3f} "
+                     f"[{interval['low']:+.3f}, {interval['high']:+.3f}], p {interval['p']:.3f} | "
+                     f"{c['bleu']['text']} ({c['bleu']['verdict']}) | {c['chrf']['text']} ({c['chrf']['verdict']}) |")
+    lines += ["", "The verdict is the t-test over seeds (fixed before the runs); the bootstrap column is the "
+              "sampling error of the 1,000 test examples for the same difference (each example's outcome averaged "
+              f"over the seeds; {len(facts['comparisons'])} comparison(s) with the control)."]
     lines += ["", "| model | CXMI over seeds (nats per sentence) | uses its context | SCAT "
               "sentences with CXMI > 0 |", "|---|---|---|---|"]
     lines += [f"| {u['model']} | {u['text']} | {u['verdict']} | {u['positive_share']:.2f} |"
@@ -189,8 +230,8 @@ def supporting_attention_lines(rows: Sequence[Dict]) -> List[str]:
              "For hce/hmce: the weights α with which the context encoder pools a context line (Yun 2022, eq. "
              "3.15–3.16) on the words SCAT's translators marked as supporting the pronoun, against the share a "
              "uniform α gives them (`fairseq-ctx-supporting-attention`): the English context of the SCAT training "
-             "lines with English marks (lines the model was trained on; SCAT valid marks no English word), and for "
-             "hmce_target the French context of SCAT valid. Difference per context line, mean ± sd; lines above / "
+             "lines with English marks (lines the model was trained on; SCAT test marks only 2 English context lines), "
+             "and for hmce_target the French context of SCAT test. Difference per context line, mean ± sd; lines above / "
              "below the uniform share with the two-sided sign test.", "",
              "| model | seed | context (SCAT split) | marked lines | α on marked words | uniform share | difference "
              "| above / below (sign test p) | largest α on a marked word |", "|---|---|---|---|---|---|---|---|---|"]
@@ -216,30 +257,71 @@ def prior_lines(rows: Sequence[Dict], facts: Dict) -> List[str]:
     return lines
 
 
+def stage_one_lines(stage_one: Dict, facts: Dict) -> List[str]:
+    """Stage 1 on Multi30k test_2016_flickr en→fr, and what has been published for the model."""
+    scores = stage_one["multi30k_test"]
+    cased, lowercased = scores["cased"], scores["lowercased"]
+    return ["## Stage 1 (sentence level) on Multi30k test_2016_flickr en→fr", "",
+            "| model | updates | BLEU (cased) | BLEU (lowercased) | BP | length ratio | chrF |", "|---|---|---|---|---|---|---|",
+            f"| {SENTENCE}, average of {', '.join(stage_one['averaged_checkpoints'])} | {stage_one['updates']} | "
+            f"{cased['bleu']:.2f} | {lowercased['bleu']:.2f} | {cased['bp']:.3f} | {cased['ratio']:.3f} | "
+            f"{scores['chrf']:.2f} |", "",
+            f"- published: {PUBLISHED_BASELINE}",
+            f"- ours: sacreBLEU against the raw cased reference ({scores['reference']}), {scores['sentences']} "
+            f"sentences: `{cased['signature']}`, `{lowercased['signature']}`, `{scores['chrf_signature']}`; "
+            f"translations: `{STEM}.translations/{SENTENCE}.multi30k.fr`", ""]
+
+
+def stage_one_identity_lines(rows: Sequence[Dict], stage_one: Dict) -> List[str]:
+    """Which stage-2 runs record that they started from this stage-1 model (its parameters'
+    SHA-256): runs made in another session started from a stage 1 trained again there."""
+    digest = stage_one.get("weights_sha256")
+    if digest is None:
+        return []
+    runs = [r for r in rows if r["model"] != SENTENCE]
+    same = [run_name(r) for r in runs if r.get("stage_one_sha256") == digest]
+    other = [run_name(r) for r in runs if r.get("stage_one_sha256") not in (None, digest)]
+    unknown = [run_name(r) for r in runs if r.get("stage_one_sha256") is None]
+    return [f"- Stage-1 model: parameters SHA-256 `{digest}`; stage-2 runs started from it: "
+            f"{', '.join(same) or 'none recorded'}"
+            + (f"; **from another stage-1 model: {', '.join(other)}**" if other else "")
+            + (f"; not recorded (trained before the digest was kept): {', '.join(unknown)}" if unknown else "")]
+
+
 def markdown(rows: Sequence[Dict], header: RunHeader, facts: Dict) -> str:
     a, counts, stage_one = facts["settings"], facts["corpus"]["counts"], facts["stage_one"]
+    test_counts = facts["corpus"]["test_counts"]
     genders = {g: sum(gender(e["pronoun"]) == g for e in rows[0]["examples"]) for g in ("feminine", "masculine")}
     lines = [
         "# SCAT En→Fr: two-stage context models (Yun 2022, ch. 3) on ambiguous pronouns", "", *header.lines(),
-        f"- Stage 1: seed {stage_one['seed']}, {header.threads * header.jobs} torch thread(s); its checkpoint of best "
-        f"greedy validation BLEU initialises every stage-2 model; stage 2 on SCAT train (context line + sentence per "
-        f"example), checkpoint_last.pt evaluated",
+        f"- Stage 1: seed {stage_one['seed']}, {header.threads * header.jobs} torch thread(s), {a['sentence_updates']} "
+        f"updates of {a['update_freq']} × {a['max_tokens']} tokens, lr {a['lr']} (inverse_sqrt, warmup {a['warmup']}), "
+        f"every epoch checkpoint kept; the average of the last {a['average_last']} initialises every stage-2 model; "
+        f"stage 2 on SCAT train (context line + sentence per example), lr {a['context_lr']} (warmup "
+        f"{a['context_warmup']}), checkpoint_last.pt evaluated",
+        *stage_one_identity_lines(rows, stage_one),
         f"- Model: {a['embed_dim']} dims, {a['layers']}+{a['layers']} layers, {a['heads']} heads, FFN {a['ffn_dim']}, "
-        f"shared embeddings, joint sentencepiece BPE {a['spm_vocab']}, dropout {a['dropout']}, lr {a['lr']}",
+        f"shared embeddings (Transformer-tiny of Wu et al., 2021), joint sentencepiece BPE {a['spm_vocab']}, dropout "
+        f"{a['dropout']}, clip-norm {a['clip_norm']:g}",
         f"- Stage 1 data: {facts['corpus']['stage_one_corpus']}: {counts['multi30k_train']} + "
         f"{counts['scat_train_sentences']} + {counts['scat_train_context_lines']} = {counts['stage_one_train']} pairs; "
-        f"SCAT valid sentences found verbatim among them: {counts['scat_valid_sentences_in_stage_one_train']}",
-        f"- Evaluation: SCAT valid, {counts['scat_valid']} examples ({genders['feminine']} with a feminine, "
-        f"{genders['masculine']} with a masculine correct pronoun)", "",
-        "## Results on SCAT valid (mean ± sd over seeds)", "", *summary_table(rows), "",
+        f"SCAT test sentences found verbatim among them: {test_counts['scat_test_sentences_in_stage_one_train']} of "
+        f"{test_counts['scat_test']}; Multi30k test sources: {test_counts['multi30k_test_sources_in_stage_one_train']} "
+        f"of {test_counts['multi30k_test']}",
+        f"- Evaluation: SCAT test (the published split), {test_counts['scat_test']} examples ({genders['feminine']} "
+        f"with a feminine, {genders['masculine']} with a masculine correct pronoun); the 95% interval of one accuracy "
+        f"near 0.8 on it is about ±{1.96 * (0.8 * 0.2 / test_counts['scat_test']) ** 0.5:.3f}", "",
+        *stage_one_lines(stage_one, facts),
+        "## Results on SCAT test (mean ± sd over seeds)", "", *summary_table(rows), "",
         "- contrastive acc.: `fairseq-ctx-contrastive --format scat` (correct translation vs the same with the marked "
         "pronoun's gender flipped; ties count as errors); balanced acc.: the mean of the accuracies where the correct "
         "pronoun is feminine and where it is masculine (0.5 for a model that always prefers one gender); support: "
         "accuracy where the translators marked the deciding words in the context / in the current sentence;",
         "- CXMI: `fairseq-ctx-cxmi` (Fernandes et al., 2021), log p(reference | source, context) − log p(reference | "
-        "source) in nats, mean over the SCAT valid sentences (0 for a model without context);",
-        f"- BLEU, chrF: sacreBLEU (`fairseq-ctx-score`) of beam-{a['beam']} translations of the SCAT valid sentences "
-        "against their unmarked references; signatures below.", "",
+        "source) in nats, mean over the SCAT test sentences (0 for a model without context);",
+        f"- BLEU, chrF: sacreBLEU (`fairseq-ctx-score`) of beam-{a['beam']} translations of the SCAT test sentences "
+        "only (the context lines fairseq-generate translates with them are left out) against their unmarked "
+        "references; signatures below.", "",
         "## Verdict: each context model against the no-context control (sentence_scat)", "",
         "Expected direction: context models above the control trained on the same SCAT lines for the same updates "
         "and sentences per update. Δ = context model − control per seed, mean ± sd, and the verdict; uses its "
@@ -250,17 +332,20 @@ def markdown(rows: Sequence[Dict], header: RunHeader, facts: Dict) -> str:
         "scores the feminine candidate higher, and the accuracy of rules that ignore the example:", "",
         *prior_lines(rows, facts), "",
         *supporting_attention_lines(rows),
+        *extra_set_lines(rows, facts.get("extra_sets", [])),
         "## Every run", "", *run_table(rows), "",
         "## Convergence", "",
-        f"- {SENTENCE} (stage 1), greedy validation BLEU (Multi30k val) by update: "
-        + ", ".join(f"{u}: {b:.2f}" for u, b in stage_one.get("valid_bleu", [])),
+        f"- {SENTENCE} (stage 1), validation loss (Multi30k val) at the end of each epoch, by update: "
+        + ", ".join(f"{u}: {v:.3f}" for u, v in stage_one.get("valid_loss", [])),
         *[f"- {run_name(r)}: validation loss by update (SCAT valid with its context): "
           + ", ".join(f"{u}: {v:.3f}" for u, v in r["valid_loss"]) for r in rows if r["model"] != SENTENCE], "",
         *unfinished_lines(facts["unfinished"]), "",
         "## Files", "",
-        f"- `{STEM}.translations/MODEL[.seedN].fr`: the translations scored above, one per SCAT valid example; rescore "
-        "with `fairseq-ctx-score --hyp FILE --ref REF --no-comet`, REF = SCAT's highlighted.valid.fr with the markers "
-        "removed (the recipe writes it to WORK/prep/scat.valid.ref.fr);",
+        f"- `{STEM}.translations/MODEL[.seedN].fr`: the translations scored above, one per SCAT test example; rescore "
+        "with `fairseq-ctx-score --hyp FILE --ref REF --no-comet`, REF = SCAT's highlighted.test.fr with the markers "
+        "removed (the recipe writes it to WORK/test/scat.test.ref.fr); "
+        f"`{STEM}.translations/{SENTENCE}.multi30k.fr`: stage 1's Multi30k test translations (`sacrebleu REF -i "
+        "FILE -m bleu chrf [-lc]`, REF = test_2016_flickr.fr, the unzipped raw file of --multi30k-dir);",
         f"- `{STEM}.contrastive.tsv`: per run and example, the correct pronoun, where the support is, both scores; "
         f"`{STEM}.cxmi.tsv`: per run and SCAT sentence, its CXMI;"
         + (f" `{STEM}.supporting_attention.tsv`: per run and marked context line, α on the marked words and the "
@@ -332,6 +417,8 @@ def write(rows: Sequence[Dict], header: RunHeader, facts: Dict, out: Path) -> Di
     translations.mkdir()
     for name, source in facts.pop("translations").items():
         shutil.copyfile(source, translations / f"{name}.fr")
+    stage_one = facts["stage_one"]
+    shutil.copyfile(stage_one["multi30k_test"]["hypotheses"], translations / f"{SENTENCE}.multi30k.fr")
     payload = {**header.as_dict(), **facts, "rows": list(rows)}
     (out / f"{STEM}.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
     (out / f"{STEM}.md").write_text(markdown(rows, header, facts), encoding="utf-8")

@@ -8,19 +8,17 @@ search and scored as the test sets are. Each point's output is kept in ``eval/<n
 decoded on the first test set: the test score of every budget up to the run's (a shorter run of
 the same schedule is this run's beginning).
 """
-import re
 import shutil
 from pathlib import Path
 from typing import Callable, Dict, List
 
 from devtools.plateau_rule import checkpoint_updates
 from devtools.recipe_tools import write_whole
-from devtools.checkpoint_averaging import average_checkpoints
+from devtools.checkpoint_averaging import average_checkpoints, epoch_checkpoints, window_checkpoints
 from multi30k_data import TARGET
 from multi30k_evaluation import export_hypotheses, read_lines, test_scores
 from multi30k_runs import ModelRun
 
-EPOCH_CHECKPOINT = re.compile(r"checkpoint(\d+)\.pt")
 AVERAGED = "checkpoint_averaged.pt"
 BEST = "checkpoint_best.pt"
 
@@ -30,31 +28,10 @@ def tested_checkpoint(model_run: ModelRun) -> Path:
     return model_run.checkpoint_dir / (AVERAGED if model_run.args.average_last else BEST)
 
 
-def epoch_checkpoints(directory: Path) -> Dict[int, Path]:
-    """fairseq-train's end-of-epoch checkpoints in ``directory``: ``{epoch: checkpoint<epoch>.pt}``."""
-    found = {}
-    for path in directory.glob("checkpoint*.pt"):
-        match = EPOCH_CHECKPOINT.fullmatch(path.name)
-        if match:
-            found[int(match.group(1))] = path
-    return found
-
-
 def curve_epochs(last_epoch: int, window: int, every: int) -> List[int]:
     """The epochs whose ``window``-checkpoint average the curve validates: ``window``, ``window + every``, …, and the last."""
     epochs = list(range(window, last_epoch + 1, every))
     return epochs if epochs and epochs[-1] == last_epoch else [*epochs, last_epoch]
-
-
-def window_checkpoints(checkpoints: Dict[int, Path], epoch: int, window: int, run_name: str) -> List[str]:
-    """The ``window`` epoch checkpoints ending at ``epoch``; exits naming the first one missing."""
-    chosen = list(range(epoch - window + 1, epoch + 1))
-    missing = [e for e in chosen if e not in checkpoints]
-    if missing:
-        raise SystemExit(f"{run_name}: checkpoint{missing[0]}.pt is missing from the run's checkpoints; the average of "
-                         f"epochs {chosen[0]}–{epoch} needs every one (train the run again, or give a smaller "
-                         f"--average-last)")
-    return [str(checkpoints[e]) for e in chosen]
 
 
 def decode_curve(model_run: ModelRun, decode: Callable[[Path, Path], None], split: str, reference: str,

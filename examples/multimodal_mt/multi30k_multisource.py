@@ -42,6 +42,7 @@ from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_r
                                   check_run_options, device_args, failures_message, job_command, log_to_stdout,
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option)
 from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
+from devtools.transformer_tiny import TINY  # noqa: E402
 from devtools.train_log import NOT_RECORDED, training_machines, training_seconds, validation_curve  # noqa: E402
 from multi30k_averaging import averaged_curve, budget_curve, tested_checkpoint  # noqa: E402
 from multi30k_evaluation import protocol_text  # noqa: E402
@@ -67,10 +68,9 @@ ONE_SEED = ("sacreBLEU's paired bootstrap over the test sentences decides (it tr
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Data, model, training and decoding settings (every model of a run has the same). The defaults
-    are the Transformer-tiny baseline of Wu et al. (2021, "Good for Misconceived Reasons", §4 and
-    their README-baseline: 4+4 layers of dim 128, FFN 256, 4 heads, shared embeddings, lr 5e-3 with
-    2000 warmup updates, ≈7,000 target tokens per update, the average of the last 10 epoch
-    checkpoints tested), with a budget one run trains within 150 minutes on 2 CPU cores."""
+    are the Transformer-tiny baseline of Wu et al. (2021; ``devtools.transformer_tiny``: ≈7,000
+    target tokens per update, the average of the last 10 epoch checkpoints tested), with a budget
+    one run trains within 150 minutes on 2 CPU cores."""
     parser.add_argument("--spm-vocab", type=int, default=8000, help="joint sentencepiece BPE pieces over --spm-langs")
     parser.add_argument("--spm-langs", default=SPM_LANGS,
                         help="training text the sentencepiece model and the one dictionary are learnt from")
@@ -80,11 +80,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sentences per update, the same for every model: ≈7,000 German target pieces, the tokens "
                              "per update of Wu et al. (2021) (max-tokens 4096 on 2 GPUs); a token limit would give the "
                              "text-only model more sentences, as fairseq counts the second source's tokens too")
-    parser.add_argument("--lr", type=float, default=5e-3, help="peak lr of the inverse_sqrt schedule (every model)")
-    parser.add_argument("--warmup-updates", type=int, default=2000, help="linear warmup of the lr schedule, in updates")
-    parser.add_argument("--clip-norm", type=float, default=25.0,
+    parser.add_argument("--lr", type=float, default=TINY.lr, help="peak lr of the inverse_sqrt schedule (every model)")
+    parser.add_argument("--warmup-updates", type=int, default=TINY.warmup_updates,
+                        help="linear warmup of the lr schedule, in updates")
+    parser.add_argument("--clip-norm", type=float, default=TINY.clip_norm,
                         help="gradient norm clipping (25: fairseq's default in the version Wu et al. (2021) trained with)")
-    parser.add_argument("--average-last", type=int, default=10,
+    parser.add_argument("--average-last", type=int, default=TINY.average_last,
                         help="the tested model is the parameter average of the last N epoch checkpoints (Wu et al., "
                              "2021); 0: the checkpoint of the best greedy validation BLEU, validated every "
                              "--validate-every updates (the protocol of the tables before 2026-12)")
@@ -93,12 +94,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                              "the N epoch checkpoints ending at epoch N, N + this, …, and the last epoch")
     parser.add_argument("--validate-every", type=int, default=200,
                         help="with --average-last 0: validation (loss and greedy BLEU) interval in updates")
-    parser.add_argument("--embed-dim", type=int, default=128, help="Transformer model dim (RNN: embeddings)")
-    parser.add_argument("--ffn-dim", type=int, default=256, help="Transformer feed-forward dim")
-    parser.add_argument("--layers", type=int, default=4, help="encoder and decoder layers of the Transformers")
-    parser.add_argument("--heads", type=int, default=4, help="attention heads of the Transformers")
+    parser.add_argument("--embed-dim", type=int, default=TINY.embed_dim, help="Transformer model dim (RNN: embeddings)")
+    parser.add_argument("--ffn-dim", type=int, default=TINY.ffn_dim, help="Transformer feed-forward dim")
+    parser.add_argument("--layers", type=int, default=TINY.layers, help="encoder and decoder layers of the Transformers")
+    parser.add_argument("--heads", type=int, default=TINY.heads, help="attention heads of the Transformers")
     parser.add_argument("--rnn-hidden", type=int, default=256, help="RNN encoder GRU size per direction (decoder: twice)")
-    parser.add_argument("--dropout", type=float, default=0.3, help="dropout of every model")
+    parser.add_argument("--dropout", type=float, default=TINY.dropout, help="dropout of every model")
     parser.add_argument("--beam", type=int, default=5, help="beam size of the test and curve decoding")
     parser.add_argument("--max-len-a", type=float, default=1.2,
                         help="hypotheses stop at max-len-a * source length + max-len-b pieces (validation and test)")
