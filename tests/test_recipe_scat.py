@@ -7,6 +7,7 @@ import json
 import logging
 import random
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import torch
 from devtools.machine_facts import MachineFacts
 from devtools.recipe_runs import chosen_precision, job_command
 from devtools.seed_statistics import direction_verdict, t_test
+from devtools.train_log import validation_curve
 from fairseq_ctx.context.contrastive.scat import read_marked_context
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 
@@ -278,6 +280,49 @@ def test_translations_are_kept_and_rescore_to_the_table(recipe_run):
                  "- Convergence: stage 1 trained 8 updates; averaged checkpoint",
                  "- Verdicts: an expected direction held when"):
         assert text in markdown
+
+
+@pytest.mark.parametrize("stretch", [["--stretch-updates", "5"], ["--stretch-minutes", "0.0001"]],
+                         ids=["on-budget", "on-time"])
+def test_stretches_train_exactly_what_one_run_trains(stretch, recipe, recipe_run, tmp_path):
+    """Stage 1 cut into stretches, on a budget of updates or on time (fairseq's --stop-time-hours,
+    here a fraction of a second: a stretch of about one update), each continued by the same command:
+    the weights, the optimizer state and the epoch-end validation losses are those of the one run of
+    ``recipe_run``; each stretch that ended early is recorded in the results folder with the
+    command that continues it."""
+    root, argv, _, _ = recipe_run
+    work = tmp_path / "work"
+    for prepared in ("prep", "spm", "data-bin", "test"):  # the same data, not prepared again
+        shutil.copytree(root / "work" / prepared, work / prepared)
+    results = tmp_path / "results"
+    stretched = [*argv[:argv.index("--work")], "--work", str(work), *argv[argv.index("--work") + 2:],
+                 "--stage-one-only", *stretch, "--results", str(results)]
+    out = work / "models" / "sentence"
+    calls = 0
+    while not (out / "result.json").exists():
+        recipe.main(stretched)
+        calls += 1
+        assert calls <= 8
+    records = json.loads((results / "stretches.json").read_text())
+    assert len(records) == calls - 1 >= 1  # every stretch but the last ended early
+    assert [(r["from_update"], r["budget"]) for r in records][0] == (0, 8)
+    assert all(r["run"] == "sentence" and 0 < r["to_update"] < 8 and r["validation_loss"] is not None
+               for r in records)
+    assert [r["to_update"] for r in records] == sorted({r["to_update"] for r in records})
+    assert all(f"{' '.join(stretch)}" in r["continue_with"] for r in records)
+    if stretch[0] == "--stretch-updates":
+        assert [r["to_update"] for r in records] == [5]
+    one_run = torch.load(root / "work" / "models" / "sentence" / "checkpoints" / "checkpoint_last.pt", weights_only=True)
+    stretched_run = torch.load(out / "checkpoints" / "checkpoint_last.pt", weights_only=True)
+    assert stretched_run["optimizer_history"][-1]["num_updates"] == 8
+    assert stretched_run["model"].keys() == one_run["model"].keys()
+    assert all(torch.equal(stretched_run["model"][k], one_run["model"][k]) for k in one_run["model"])
+    moments = [(stretched_run["last_optimizer_state"]["state"][k]["exp_avg"],
+                one_run["last_optimizer_state"]["state"][k]["exp_avg"]) for k in one_run["last_optimizer_state"]["state"]]
+    assert moments and all(torch.equal(a, b) for a, b in moments)
+    epoch_ends = validation_curve((root / "work" / "models" / "sentence" / "train.log").read_text(), "loss")
+    assert all(point in validation_curve((out / "train.log").read_text(), "loss") for point in epoch_ends)
+    assert json.loads((out / "result.json").read_text())["updates"] == 8
 
 
 def test_a_rerun_resumes_and_stage_one_is_not_continued_under_stage_two(recipe, recipe_run):

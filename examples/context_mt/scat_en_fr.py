@@ -59,7 +59,10 @@ from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_r
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option,
                                   single_seed)
 from devtools.recipe_tools import Step, captured_log, run  # noqa: E402
-from devtools.train_log import NOT_RECORDED, training_machines  # noqa: E402
+from devtools.train_log import (NOT_RECORDED, training_machines, training_seconds, training_stretches,  # noqa: E402
+                                validation_curve)
+from devtools.training_stretch import (add_stretch_args, record_stretch, stretch_args, stretch_limit,  # noqa: E402
+                                       stretch_record)
 from devtools.transformer_tiny import TINY  # noqa: E402
 from scat_evaluation import evaluate, evaluate_multi30k  # noqa: E402
 from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
@@ -83,6 +86,8 @@ class Recipe:
         self.prep, self.spm_dir, self.bin = self.work / "prep", self.work / "spm", self.work / "data-bin"
         self.test_dir = self.work / "test"
         self.user_dir = str(Path(__import__("fairseq_ctx").__file__).parent)
+        self.argv: List[str] = []  # the recipe's own command line, for the command that continues a stretch
+        self.stretch_started: Dict[Path, int] = {}  # a run's directory -> the update its stretch started from
 
     def run(self, tool: str, args: Sequence[str]) -> None:
         run(Step(tool, list(args)), record=self.work / "commands.sh")
@@ -179,6 +184,7 @@ class Recipe:
         lr, warmup = (a.lr, a.warmup) if stage_one else (a.context_lr, min(a.context_warmup, max(1, a.context_updates // 2)))
         checkpoints = (["--save-interval", "1", "--validate-interval", "1"] if stage_one else
                        ["--no-epoch-checkpoints", "--validate-interval-updates", str(a.validate_every)])
+        stop, on_time = stretch_args(stretch_limit(a), out / "checkpoints" / "checkpoint_last.pt", self.budget(name))
         return [
             str(self.bin / ("sentence" if stage_one else "scat")), "--user-dir", self.user_dir, "--task",
             "context_translation", "--source-lang", "en", "--target-lang", "fr", "--context-size", str(context_size),
@@ -186,16 +192,40 @@ class Recipe:
             "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", f"{a.clip_norm:g}", "--lr", str(lr),
             "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(warmup),
             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", str(a.dropout),
-            *batch_args(name, a), "--max-update", str(a.sentence_updates if stage_one else a.context_updates),
-            "--seed", str(seed), "--save-dir", str(out / "checkpoints"), *checkpoints, "--num-workers", "0",
+            *batch_args(name, a), "--max-update", str(stop), *on_time, "--seed", str(seed), "--save-dir", str(out / "checkpoints"), *checkpoints, "--num-workers", "0",
             "--skip-invalid-size-inputs-valid-test", "--log-format", "simple", "--log-interval", str(a.log_interval),
             *device_args(a.device), *precision_args(a.precision)]
+
+    def budget(self, name: str) -> int:
+        """The updates a run of model ``name`` trains in all (over its stretches)."""
+        return self.args.sentence_updates if name == SENTENCE else self.args.context_updates
+
+    def finished_training(self, name: str, seed: int) -> bool:
+        """Whether the run's checkpoint has its whole budget; if not, its stretch ended on time or
+        on --stretch-updates: the stretch is recorded in the results folder, and the same command
+        continues it."""
+        out = self.model_dir(name, seed)
+        updates = checkpoint_updates(out / "checkpoints" / "checkpoint_last.pt")
+        if updates >= self.budget(name):
+            return True
+        log = (out / "train.log").read_text()
+        seconds = training_seconds("\n".join(training_stretches(log)[-1]))
+        machines = training_machines(log)
+        record = stretch_record(f"{name}" + ("" if name == SENTENCE else f".seed{seed}"), seed,
+                                (self.stretch_started.get(out, 0), updates), self.budget(name), seconds,
+                                machines[-1] if machines else NOT_RECORDED, validation_curve(log, "loss"),
+                                shlex.join(["python", SCRIPT, *self.argv]))
+        record_stretch(results_dir(self.args, self.work), record)
+        print(f"== {name}, seed {seed}: this stretch ended at update {updates} of {self.budget(name)} after "
+              f"{seconds / 60:.1f} min; run the same command again to continue it", flush=True)
+        return False
 
     def timed_train(self, out: Path, args: List[str]) -> None:
         """fairseq-train, its log appended to ``out/train.log`` (with the machine it trains on), its
         wall time added to ``out/train.seconds`` (an interrupted session's too)."""
         out.mkdir(parents=True, exist_ok=True)
         started, spent = time.time(), out / "train.seconds"
+        self.stretch_started[out] = checkpoint_updates(out / "checkpoints" / "checkpoint_last.pt")
         try:
             with captured_log(out / "train.log"):
                 self.run("fairseq-train", args)
@@ -203,9 +233,10 @@ class Recipe:
             earlier = float(spent.read_text()) if spent.exists() else 0.0
             spent.write_text(f"{earlier + time.time() - started:.1f}")
 
-    def stage_one(self) -> Dict:
+    def stage_one(self) -> Optional[Dict]:
         """Train stage 1 to its budget (continuing a run stopped before it), average its last epoch
-        checkpoints and evaluate the average; returns its result."""
+        checkpoints and evaluate the average; returns its result, or None when this stretch ended
+        before the budget."""
         a, out = self.args, self.model_dir(SENTENCE, single_seed(self.args))
         checkpoints, result_file = out / "checkpoints", out / "result.json"
         if checkpoint_updates(checkpoints / "checkpoint_last.pt") < a.sentence_updates:
@@ -213,6 +244,8 @@ class Recipe:
             result_file.unlink(missing_ok=True)
             print(f"== train {SENTENCE} (stage 1) to update {a.sentence_updates} (log {out / 'train.log'})", flush=True)
             self.timed_train(out, self.train_args(SENTENCE, "transformer", 0, [], single_seed(a)))
+            if not self.finished_training(SENTENCE, single_seed(a)):
+                return None
         if result_file.exists():
             print(f"== {SENTENCE}: finished earlier ({result_file})", flush=True)
             result = json.loads(result_file.read_text())
@@ -265,8 +298,9 @@ class Recipe:
                 f"were initialised from its current checkpoint: {', '.join(started)}; use another --work (with "
                 f"--stage-one-only first), or give the --sentence-updates stage 1 stopped at")
 
-    def stage_two(self, name: str, seed: int) -> Dict:
-        """Train (fixed budget) and evaluate one stage-2 model of one seed; returns its result."""
+    def stage_two(self, name: str, seed: int) -> Optional[Dict]:
+        """Train (fixed budget) and evaluate one stage-2 model of one seed; returns its result, or
+        None when this stretch ended before the budget."""
         out = self.model_dir(name, seed)
         if (out / "result.json").exists():
             print(f"== {name}, seed {seed}: finished earlier ({out / 'result.json'})", flush=True)
@@ -287,6 +321,8 @@ class Recipe:
             print(f"== train {name}, seed {seed} ({arch}, context size {context_size}, {a.context_updates} updates; "
                   f"log {out / 'train.log'})", flush=True)
             self.timed_train(out, self.train_args(name, arch, context_size, extra, seed))
+            if not self.finished_training(name, seed):
+                return None
             (out / "train.json").write_text(json.dumps({"stopped": "fixed", "updates": a.context_updates,
                                                         "stage_one_updates": checkpoint_updates(stage_one),
                                                         "stage_one_sha256": weights_digest(stage_one)}))
@@ -381,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(parser, "stage-2 models and seeds (stage 1 runs alone, with --jobs × --threads threads)",
                     {"--results": ["--out"]}, stage_one_seed=True)
     add_report_only(parser)
+    add_stretch_args(parser)
     return parser
 
 
@@ -393,6 +430,10 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse
     if min(args.sentence_updates, args.context_updates, args.validate_every, args.average_last, args.update_freq) < 1:
         parser.error("--sentence-updates, --context-updates, --validate-every, --average-last and --update-freq must be "
                      "at least 1")
+    try:
+        stretch_limit(args)
+    except ValueError as error:
+        parser.error(str(error))
     if not 0 < args.coword_dropout < 1:
         parser.error(f"--coword-dropout must be between 0 and 1 (exclusive), got {args.coword_dropout}")
     return args
@@ -433,6 +474,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                   for s, examples in zip(args.extra_contrastive, check_extra_sets(args.extra_contrastive).values())]
     work = Path(args.work)
     recipe = Recipe(args)
+    recipe.argv = argv
     finished = finished_stage_one(recipe, parser, argv) if args.report_only else None
     if args.restart:
         shutil.rmtree(work, ignore_errors=True)
@@ -442,6 +484,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     corpus = recipe.prepare()
     torch.set_num_threads(args.threads * args.jobs)  # stage 1 runs alone
     stage_one = finished or recipe.stage_one()
+    if stage_one is None:
+        print(f"== stage 1 is not finished (its stretch is recorded in {results_dir(args, work)}); run the same "
+              f"command again to continue it", flush=True)
+        return
     seeds = [seed for seed, _ in seed_dirs(args, work)]
     units = [] if args.stage_one_only else [(name, seed) for seed in seeds for name in args.models]
     pending = [(name, seed) for name, seed in units if recipe.needs_work(name, seed)]
