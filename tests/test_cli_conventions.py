@@ -319,3 +319,26 @@ def test_progress_is_silent_unless_stderr_is_a_terminal(monkeypatch):
     monkeypatch.setattr(sys, "stderr", terminal)
     assert list(progress(range(5), desc="work", unit="line")) == [0, 1, 2, 3, 4]
     assert "work:" in terminal.getvalue() and "0/5" in terminal.getvalue() and "line/s" in terminal.getvalue()
+
+
+IMPORT_PROBE = """
+import atexit, importlib, pkgutil, sys
+hook = sys.excepthook
+import fairseq_ctx.cli as cli
+for module in pkgutil.iter_modules(cli.__path__):
+    importlib.import_module("fairseq_ctx.cli." + module.name)
+print(sys.excepthook is hook)
+from fairseq_ctx.cli.tool_args import tool_parser
+exits = atexit._ncallbacks()
+tool_parser("a tool's main")
+tool_parser("twice")
+print(sys.excepthook is hook, getattr(sys.excepthook, "quiet_broken_pipe", False), atexit._ncallbacks() - exits)
+"""
+
+
+def test_importing_a_tool_changes_nothing_its_main_installs_the_closed_pipe_handling():
+    """Importing every fairseq_ctx.cli module leaves sys.excepthook as it was (importing the package
+    replaced it before); a tool's main (its tool_parser) installs the closed-pipe handling once."""
+    result = run_python(IMPORT_PROBE)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["True", "False True 1"]

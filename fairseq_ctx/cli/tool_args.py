@@ -9,6 +9,7 @@ import argparse
 import os
 from typing import Dict, Mapping, Optional
 
+from fairseq_ctx.cli.broken_pipe import end_quietly_on_a_closed_pipe
 from fairseq_ctx.core.output_paths import (OutputPathError, PathSpec, check_output_dir, check_outputs, check_writable,
                                            split_files)
 from fairseq_ctx.core.tool_loading import DEFAULT_CHECKPOINT_FILE
@@ -46,7 +47,10 @@ def shown_default(value) -> str:
 
 def tool_parser(description: str) -> argparse.ArgumentParser:
     """The argument parser of a ``fairseq-ctx-*`` tool: ``description`` (the module docstring) as it
-    is written, each option's default in ``--help`` (:class:`ToolHelpFormatter`)."""
+    is written, each option's default in ``--help`` (:class:`ToolHelpFormatter`). Every tool's
+    ``main`` calls it first, so it also makes the running tool end quietly on a closed pipe
+    (:mod:`fairseq_ctx.cli.broken_pipe`)."""
+    end_quietly_on_a_closed_pipe()
     return argparse.ArgumentParser(description=description, formatter_class=ToolHelpFormatter)
 
 
