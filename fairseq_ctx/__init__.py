@@ -3,13 +3,12 @@ MT, multilingual document embeddings and CKA analysis. One subpackage per family
 (``context``, ``multisource``, ``embedding``, ``analysis``) over a small shared ``core``.
 
 Importing the package is cheap: as soon as fairseq is imported (at once when it already is),
-every task, architecture and criterion is registered, the classes fairseq checkpoints need for
-torch's weights-only loading are allow-listed, and fairseq's checkpoint writes become atomic and
-its checkpoint reads name a damaged file; see :mod:`fairseq_ctx.core.registration`. fairseq's
-import-time note "Please install tensorboardX" is kept out (:mod:`fairseq_ctx.core.tensorboard_note`)."""
+every task, architecture and criterion is registered (:mod:`fairseq_ctx.core.registration`) and
+the plugin's changes to fairseq's behaviour are installed, each a listed fix that
+``FAIRSEQ_CTX_FIXES_OFF`` can switch off (:mod:`fairseq_ctx.core.fixes`, docs/fixes.md)."""
+from fairseq_ctx.core.fixes import install_fixes
 from fairseq_ctx.core.registration import register_with_fairseq
-from fairseq_ctx.core.tensorboard_note import quiet_tensorboard_note
 from fairseq_ctx.version import __version__  # noqa: F401
 
-quiet_tensorboard_note()
+install_fixes(["tensorboard-note"])  # before fairseq is imported: its note comes at import
 register_with_fairseq()

@@ -7,11 +7,14 @@ line each (flag, default, first sentence of the help): the architecture's own op
 the fairseq Transformer options its model inherits, the task's (its own first) and the
 criterion's. ``--only`` keeps one group, ``--long`` prints the whole help of each option, ``--all``
 prints fairseq-train's complete help instead (general options included, argparse's layout).
+``--fixes`` lists instead every change the plugin makes to fairseq's behaviour: its target, what
+changes, why, whether it is active (how to switch one off: the last line).
 
 Example:
     fairseq-ctx-options --arch hmce
     fairseq-ctx-options --arch hmce --only arch --long
     fairseq-ctx-options --task multilingual_embedding --arch tmde --criterion distance_constraint
+    fairseq-ctx-options --fixes
 """
 import argparse
 
@@ -22,7 +25,7 @@ GROUPS = ("arch", "transformer", "task", "criterion")
 
 def main(argv=None) -> None:
     parser = tool_parser(__doc__)
-    parser.add_argument("--arch", required=True, help="a registered architecture, e.g. hmce")
+    parser.add_argument("--arch", help="a registered architecture, e.g. hmce (required unless --fixes)")
     parser.add_argument("--task", help="the task whose options are listed (default: the task the arch's model is "
                                        "for, e.g. multilingual_embedding for tmde; context_translation for an arch "
                                        "that names none, such as fairseq's transformer)")
@@ -33,7 +36,14 @@ def main(argv=None) -> None:
     parser.add_argument("--long", action="store_true", help="the whole help of every option, not its first sentence")
     parser.add_argument("--all", action="store_true", help="fairseq-train's complete --help for these choices "
                         "(general options too)")
+    parser.add_argument("--fixes", action="store_true", help="list every change the plugin makes to fairseq's "
+                        "behaviour (target, change, reason, active or not) and how to switch each off, instead")
     args = parser.parse_args(argv)
+    if args.fixes:
+        print_fixes()
+        return
+    if args.arch is None:
+        parser.error("--arch is required (or --fixes)")
     if args.all and (args.only or args.long):
         parser.error("--all prints fairseq-train's whole help; it takes no --only or --long")
     from fairseq_ctx.cli.tool_logging import configure_tool_logging
@@ -51,6 +61,19 @@ def main(argv=None) -> None:
 
     groups = [g for g in option_groups(args.arch, args.task, args.criterion) if args.only in (None, g.key)]
     print(format_groups(groups, long=args.long))
+
+
+def print_fixes() -> None:
+    """The table of the plugin's fixes, as a process that registered the plugin has them."""
+    from fairseq_ctx.cli.tool_logging import configure_tool_logging
+
+    configure_tool_logging("options")
+    import fairseq  # noqa: F401  (registration of the plugin runs once fairseq is imported)
+
+    import fairseq_ctx  # noqa: F401
+    from fairseq_ctx.core.fixes import listing
+
+    print(listing())
 
 
 def task_of_arch(arch: str) -> str:

@@ -10,7 +10,6 @@ before the interpreter finalizes, :func:`stop_background_batches` lets each such
 batch in hand and end: it is told that its last batch is reached (the thread's own ``max_len``
 test) and its queue is emptied until it has put its end marker.
 """
-import atexit
 import queue
 import threading
 import time
@@ -41,8 +40,3 @@ def stop_background_batches(timeout: float = STOP_SECONDS) -> None:
             _empty(consumer._queue)  # a full queue would block its last put
             consumer.join(0.01)
 
-
-def install() -> None:
-    """Register :func:`stop_background_batches` to run at interpreter exit (idempotent)."""
-    atexit.unregister(stop_background_batches)
-    atexit.register(stop_background_batches)

@@ -17,6 +17,8 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from fairseq import checkpoint_utils, utils
 
+from fairseq_ctx.core.wrapping import stock
+
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used for what it was given to."""
@@ -51,8 +53,7 @@ def unreadable(path: str, purpose: str, reason: str) -> str:
 
 def fairseq_load_checkpoint_to_cpu():
     """fairseq's own ``load_checkpoint_to_cpu`` (the plugin wraps the module attribute)."""
-    loader = checkpoint_utils.load_checkpoint_to_cpu
-    return getattr(loader, "__wrapped__", loader)
+    return stock(checkpoint_utils, "load_checkpoint_to_cpu")
 
 
 def load_state(path: str, purpose: str, arg_overrides: Optional[Dict] = None, load_on_all_ranks: bool = False) -> Dict:

@@ -47,11 +47,9 @@ from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
-from fairseq_ctx.core import atomic_checkpoint
 from fairseq_ctx.core.checkpoint_loading import (CheckpointError, check_dictionaries, damage, load_state,
                                                  task_and_arch, training_progress)
 from fairseq_ctx.core.resumable_task import ResumableTask
-from fairseq_ctx.core.wrapping import wrap
 
 logger = logging.getLogger(__name__)
 
@@ -232,10 +230,3 @@ def stop_if_finished(loaded, checkpoint: str, trainer):
         raise SystemExit(0)
     return loaded
 
-
-def install() -> None:
-    """Install the hooks into ``fairseq.checkpoint_utils`` (idempotent)."""
-    atomic_checkpoint.install()
-    wrap(checkpoint_utils, "load_checkpoint_to_cpu", _load_checkpoint_to_cpu)
-    wrap(checkpoint_utils, "load_model_ensemble_and_task", _load_model_ensemble_and_task)
-    wrap(checkpoint_utils, "load_checkpoint", _load_checkpoint)

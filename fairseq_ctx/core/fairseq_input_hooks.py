@@ -8,11 +8,12 @@ decodes line by line (:func:`~fairseq_ctx.core.text_input.utf8_lines`), so the e
 ``{input}:{line}: not valid UTF-8 (byte 0x.. at byte offset ..)`` and how to convert the text.
 """
 import sys
-from typing import Iterator, List
+from typing import Callable, Dict, Iterator, List
 
 from fairseq_ctx.core.text_input import utf8_lines
 
 INTERACTIVE = "fairseq_cli.interactive"
+_stock: Dict[str, Callable] = {}  # fairseq-interactive's own reader while ours replaces it
 
 
 def buffered_read(input: str, buffer_size: int) -> Iterator[List[str]]:
@@ -35,5 +36,18 @@ def buffered_read(input: str, buffer_size: int) -> Iterator[List[str]]:
 def install() -> None:
     """Replace fairseq-interactive's reader when that tool is running (idempotent)."""
     module = sys.modules.get(INTERACTIVE)
-    if module is not None and hasattr(module, "buffered_read"):
+    if module is not None and hasattr(module, "buffered_read") and module.buffered_read is not buffered_read:
+        _stock[INTERACTIVE] = module.buffered_read
         module.buffered_read = buffered_read
+
+
+def uninstall() -> None:
+    """Give fairseq-interactive its own reader back."""
+    module = sys.modules.get(INTERACTIVE)
+    if module is not None and INTERACTIVE in _stock:
+        module.buffered_read = _stock.pop(INTERACTIVE)
+
+
+def installed() -> bool:
+    module = sys.modules.get(INTERACTIVE)
+    return module is not None and getattr(module, "buffered_read", None) is buffered_read

@@ -34,7 +34,6 @@ from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.trainer import Trainer
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from fairseq_ctx.core.wrapping import wrap
 
 logger = logging.getLogger(__name__)
 
@@ -159,8 +158,3 @@ def _accept_other_precision(history: list, optimizer) -> None:
                     f"({saved}) with {current}: the optimizer state carries over")
         history[-1] = {**history[-1], "optimizer_name": current}
 
-
-def install() -> None:
-    """Install the trainer hooks (idempotent)."""
-    wrap(Trainer, "__init__", _init)
-    wrap(Trainer, "_build_optimizer", _build_optimizer)

@@ -14,7 +14,6 @@ import os
 
 from fairseq.trainer import Trainer
 
-from fairseq_ctx.core.wrapping import wrap
 
 REMEDIES = ("lower --lr or raise --warmup-updates, keep --clip-norm (e.g. 0.1-25), or train in float32 instead of "
             "--amp / --fp16; the NanDetector warnings above name the first module whose output was not finite")
@@ -49,7 +48,3 @@ def _train_step(original, trainer: Trainer, *args, **kwargs):
         update = trainer.get_num_updates() + 1
         raise FloatingPointError(non_finite_message(update, trainer.cfg.checkpoint.save_dir, cause)) from error
 
-
-def install() -> None:
-    """Wrap ``Trainer.train_step`` (idempotent)."""
-    wrap(Trainer, "train_step", _train_step)

@@ -31,18 +31,10 @@ _state = {"registered": False, "registering": False}
 def _register() -> None:
     _state["registering"] = True
     try:
-        from fairseq_ctx.core import (  # noqa: F401  (fused_label_smoothing: registers its criterion)
-            background_batches, checkpoint_safety, fairseq_checkpoint_hooks, fairseq_input_hooks,
-            fused_label_smoothing, mixed_precision, non_finite_step, save_dir_lock,
-        )
+        from fairseq_ctx.core import fused_label_smoothing  # noqa: F401  (registers its criterion)
+        from fairseq_ctx.core.fixes import install_fixes
 
-        checkpoint_safety.allow_fairseq_checkpoints()
-        fairseq_checkpoint_hooks.install()
-        fairseq_input_hooks.install()
-        mixed_precision.install()
-        background_batches.install()
-        non_finite_step.install()
-        save_dir_lock.install()
+        install_fixes()
         for family in FAMILIES:
             for name in importlib.import_module(f"{PACKAGE}.{family}").REGISTERING_MODULES:
                 importlib.import_module(f"{PACKAGE}.{family}.{name}")

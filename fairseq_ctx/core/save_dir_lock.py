@@ -19,7 +19,6 @@ from typing import Dict
 
 from fairseq.trainer import Trainer
 
-from fairseq_ctx.core.wrapping import wrap
 
 LOCKS_TABLE = "/proc/locks"  # Linux: one line per lock, "N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END"
 _held: Dict[str, int] = {}  # the save directory (real path) this process trains into -> its locked descriptor
@@ -77,7 +76,3 @@ def _init(original, trainer: Trainer, cfg, *args, **kwargs) -> None:
         lock_save_dir(cfg.checkpoint.save_dir)
     original(trainer, cfg, *args, **kwargs)
 
-
-def install() -> None:
-    """Wrap ``Trainer.__init__`` (idempotent)."""
-    wrap(Trainer, "__init__", _init)
