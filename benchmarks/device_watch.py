@@ -1,6 +1,7 @@
 """Which tensors reach a model's modules on another device than the model's: a forward pre-hook on
 every module of every model loaded from a checkpoint while the watch is active."""
 import contextlib
+import functools
 from typing import Iterator, List, Set, Tuple
 
 import torch
@@ -49,6 +50,7 @@ class DeviceWatch:
 
         original = checkpoint_utils.load_model_ensemble_and_task
 
+        @functools.wraps(original)  # keeps its signature for the plugin's hook, which may wrap this
         def load_and_watch(*args, **kwargs):
             ensemble, cfg, task = original(*args, **kwargs)
             for model in ensemble:

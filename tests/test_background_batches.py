@@ -1,4 +1,5 @@
-"""fairseq's background batch thread does not abort the interpreter's exit once the plugin is loaded.
+"""fairseq's background batch thread does not abort the interpreter's exit once the plugin's fixes
+are installed (as a task of the plugin installs them).
 
 The script runs fairseq's ``BufferedIterator`` (fairseq-train's ``--data-buffer-size``) over
 batches that keep its thread inside torch operations, and exits while the thread works: without
@@ -13,7 +14,8 @@ EXIT_WHILE_COLLATING = textwrap.dedent("""
     import sys, time, torch
     from fairseq.data import iterators
     if sys.argv[1] == "plugin":
-        import fairseq_ctx  # noqa: F401
+        from fairseq_ctx.core.fixes import install_fixes
+        install_fixes()  # what building one of the plugin's tasks does
 
     class Batches:
         def __len__(self):

@@ -186,7 +186,9 @@ from fairseq_ctx.core.checkpoint_loading import read_checkpoint
 
 
 @pytest.mark.parametrize("order", list(IMPORT_ORDERS))
-def test_every_import_order_registers_everything_and_allow_lists_checkpoints(order):
+def test_every_import_order_registers_everything_and_changes_nothing_else(order):
+    """Registration in every import order; torch's weights-only allow-list is left as it was (the
+    plugin's fixes come with its tasks: tests/test_fixes.py)."""
     result = run_python("import sys\n" + IMPORT_ORDERS[order] + REGISTRATION_REPORT, USER_DIR)
     assert result.returncode == 0, result.stderr[-3000:]
     report = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
@@ -194,7 +196,7 @@ def test_every_import_order_registers_everything_and_allow_lists_checkpoints(ord
     assert report["TASKS"].split(",") == ["context_translation", "multilingual_embedding", "multimodal_translation"]
     assert set(report["CRITERIONS"].split(",")) == {"cka_alignment", "head_diversity", "distance_constraint",
                                                     "imagination", "fused_label_smoothed_cross_entropy"}
-    assert report["ALLOWED"] == "True"
+    assert report["ALLOWED"] == "False"
 
 
 def test_a_tool_that_loads_fairseq_logs_no_library_info_lines(tmp_path):

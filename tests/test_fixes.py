@@ -1,7 +1,8 @@
 """Every change the plugin makes to fairseq's behaviour is one listed fix (fairseq_ctx.core.fixes):
-each can be uninstalled and installed again, leaving the others as they are; FAIRSEQ_CTX_FIXES_OFF
-switches fixes off by name before registration, so that fairseq keeps its own functions; switched
-off, fairseq's stock behaviour is seen, switched on, the fix's."""
+registering the plugin and importing every tool installs none of them; building one of the
+plugin's tasks installs them (for stock tasks only on request); each can be uninstalled and
+installed again alone; FAIRSEQ_CTX_FIXES_OFF keeps fixes out by name; switched off, fairseq's stock
+behaviour is seen, switched on, the fix's."""
 import contextlib
 import json
 import os
@@ -12,70 +13,105 @@ import pytest
 
 from conftest import TINY_MODEL, USER_DIR
 from devtools.in_process_tools import call_tool
-from fairseq_ctx.core.fixes import BY_NAME, FIXES, OFF_ENV, listing
-
-ALWAYS_OFF_HERE = {"interactive-utf8-reader"}  # active only in a fairseq-interactive process
-
+from fairseq_ctx.core.fixes import BY_NAME, FIXES, OFF_ENV, STOCK_TASKS_ENV, install_fixes, listing
 
 @contextlib.contextmanager
 def switched_off(name: str):
+    """The fix ``name`` off, as FAIRSEQ_CTX_FIXES_OFF=name does (a task built inside installs the others)."""
+    install_fixes()
+    previous = os.environ.get(OFF_ENV)
+    os.environ[OFF_ENV] = name
     BY_NAME[name].uninstall()
     try:
         yield
     finally:
+        if previous is None:
+            del os.environ[OFF_ENV]
+        else:
+            os.environ[OFF_ENV] = previous
         BY_NAME[name].install()
 
 
 @pytest.mark.parametrize("name", [fix.name for fix in FIXES])
 def test_each_fix_is_uninstalled_and_installed_alone(name):
+    install_fixes()  # as a plugin task of this process does
     before = {fix.name: fix.active() for fix in FIXES}
-    assert before[name] is (name not in ALWAYS_OFF_HERE)
+    assert before[name] is (name != "interactive-utf8-reader" or "fairseq_cli.interactive" in sys.modules)
     with switched_off(name):
         assert {fix.name: fix.active() for fix in FIXES} == {**before, name: False}
     assert {fix.name: fix.active() for fix in FIXES} == before
 
 
 REGISTER_PROBE = """
-import json, sys
+import importlib, json, pkgutil, sys
 import torch.serialization
 import fairseq, fairseq.checkpoint_utils as cu, fairseq.trainer as tr, fairseq_cli.interactive as fi
-stock = {"load_checkpoint": cu.load_checkpoint, "load_checkpoint_to_cpu": cu.load_checkpoint_to_cpu,
-         "load_model_ensemble_and_task": cu.load_model_ensemble_and_task, "PathManager": cu.PathManager,
-         "Trainer.__init__": tr.Trainer.__init__, "Trainer._build_optimizer": tr.Trainer._build_optimizer,
-         "Trainer.train_step": tr.Trainer.train_step, "buffered_read": fi.buffered_read}
-safe, hook, finders = len(torch.serialization.get_safe_globals()), sys.excepthook, list(sys.meta_path)
-import fairseq_ctx
+
+def targets():
+    return {"load_checkpoint": cu.load_checkpoint, "load_checkpoint_to_cpu": cu.load_checkpoint_to_cpu,
+            "load_model_ensemble_and_task": cu.load_model_ensemble_and_task, "PathManager": cu.PathManager,
+            "Trainer.__init__": tr.Trainer.__init__, "Trainer._build_optimizer": tr.Trainer._build_optimizer,
+            "Trainer.train_step": tr.Trainer.train_step, "buffered_read": fi.buffered_read}
+
+stock, safe, hook, finders = targets(), len(torch.serialization.get_safe_globals()), sys.excepthook, list(sys.meta_path)
+import fairseq_ctx, fairseq_ctx.cli  # registers the plugin, as --user-dir does
+for module in pkgutil.iter_modules(fairseq_ctx.cli.__path__):
+    importlib.import_module("fairseq_ctx.cli." + module.name)
+from fairseq import options, tasks
 from fairseq_ctx.core.fixes import FIXES
-now = {"load_checkpoint": cu.load_checkpoint, "load_checkpoint_to_cpu": cu.load_checkpoint_to_cpu,
-       "load_model_ensemble_and_task": cu.load_model_ensemble_and_task, "PathManager": cu.PathManager,
-       "Trainer.__init__": tr.Trainer.__init__, "Trainer._build_optimizer": tr.Trainer._build_optimizer,
-       "Trainer.train_step": tr.Trainer.train_step, "buffered_read": fi.buffered_read}
-print(json.dumps({"registered": "hmce" in __import__("fairseq.models", fromlist=["x"]).ARCH_MODEL_REGISTRY,
-                  "active": {f.name: f.active() for f in FIXES},
-                  "changed": sorted(k for k in stock if now[k] is not stock[k]),
-                  "safe_globals_added": len(torch.serialization.get_safe_globals()) - safe,
-                  "excepthook": sys.excepthook is hook, "meta_path": sys.meta_path == finders}))
+
+def seen():
+    now = targets()
+    return {"registered": "hmce" in __import__("fairseq.models", fromlist=["x"]).ARCH_MODEL_REGISTRY,
+            "active": {f.name: f.active() for f in FIXES},
+            "changed": sorted(k for k in stock if now[k] is not stock[k]),
+            "safe_globals_added": len(torch.serialization.get_safe_globals()) - safe,
+            "excepthook": sys.excepthook is hook, "meta_path": sys.meta_path == finders}
+
+registered = seen()
+if len(sys.argv) > 1:  # build a task: sys.argv[1] the data directory, sys.argv[2] the task
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [sys.argv[1], "--task", sys.argv[2], "--arch", "transformer"])
+    tasks.setup_task(args)
+print(json.dumps({"registered": registered, "task_built": seen()}))
 """
 
 
-def register_in_fresh_process(off: str) -> dict:
-    env = {**os.environ, OFF_ENV: off}
-    result = subprocess.run([sys.executable, "-c", REGISTER_PROBE], capture_output=True, text=True, env=env)
+def register_in_fresh_process(environment: dict, *task: str) -> dict:
+    env = {**os.environ, **environment}
+    for name in (OFF_ENV, STOCK_TASKS_ENV):
+        if name not in environment:
+            env.pop(name, None)
+    result = subprocess.run([sys.executable, "-c", REGISTER_PROBE, *task], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.splitlines()[-1])
 
 
-def test_registering_with_every_fix_off_leaves_fairseq_torch_and_python_as_they_were():
-    seen = register_in_fresh_process("all")
+def test_registering_the_plugin_and_importing_every_tool_change_nothing():
+    """As --user-dir does: fairseq's functions, torch's allow-list, sys.excepthook and sys.meta_path
+    stay as they were, and no fix is active."""
+    seen = register_in_fresh_process({})["registered"]
     assert seen["registered"] and not any(seen["active"].values())
     assert seen["changed"] == [] and seen["safe_globals_added"] == 0
     assert seen["excepthook"] and seen["meta_path"]
 
 
-def test_registering_with_one_fix_off_installs_every_other():
-    seen = register_in_fresh_process("resume-rules")
-    assert seen["active"] == {fix.name: fix.name != "resume-rules" for fix in FIXES}
-    assert "load_checkpoint" not in seen["changed"] and "load_checkpoint_to_cpu" in seen["changed"]
+def test_a_stock_task_gets_no_fix_a_plugin_task_every_fix(tiny_data):
+    stock_task = register_in_fresh_process({}, str(tiny_data), "translation")["task_built"]
+    assert stock_task["changed"] == [] and not any(stock_task["active"].values())
+    plugin_task = register_in_fresh_process({}, str(tiny_data), "context_translation")["task_built"]
+    assert all(plugin_task["active"].values())  # the probe imported fairseq-interactive: its reader too
+    assert plugin_task["changed"] == ["PathManager", "Trainer.__init__", "Trainer._build_optimizer",
+                                      "Trainer.train_step", "buffered_read", "load_checkpoint",
+                                      "load_checkpoint_to_cpu", "load_model_ensemble_and_task"]
+
+
+def test_stock_tasks_get_the_fixes_on_request_and_a_fix_named_off_is_never_installed():
+    requested = register_in_fresh_process({STOCK_TASKS_ENV: "1", OFF_ENV: "resume-rules"})["registered"]
+    assert requested["active"] == {fix.name: fix.name != "resume-rules" for fix in FIXES}
+    assert "load_checkpoint" not in requested["changed"] and "load_checkpoint_to_cpu" in requested["changed"]
+    everything_off = register_in_fresh_process({STOCK_TASKS_ENV: "1", OFF_ENV: "all"})["registered"]
+    assert everything_off["changed"] == [] and everything_off["safe_globals_added"] == 0
 
 
 def test_an_unknown_fix_name_is_refused_naming_the_fixes():

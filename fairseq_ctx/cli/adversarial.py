@@ -52,8 +52,11 @@ def main(argv=None) -> None:
     from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
     from fairseq_ctx.core.tool_loading import resolve_checkpoint
     from fairseq_ctx.core.fairseq_checkpoint_hooks import saved_task_config
+    from fairseq_ctx.core.fixes import install_fixes
     from fairseq_ctx.multisource.adversarial import DecodeOptions, adversarial_evaluation
     from fairseq_ctx.multisource.multimodal_translation_task import trained_inputs
+
+    install_fixes()  # a tool of the plugin: its changes to fairseq before the checkpoint is read
 
     try:
         checkpoint = resolve_checkpoint(args.checkpoint, args.checkpoint_file)

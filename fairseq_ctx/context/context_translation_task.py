@@ -20,6 +20,7 @@ from fairseq_ctx.context.data.docids import DocumentIdError, docids_path, read_d
 from fairseq_ctx.context.data.own_translations import OwnTranslations
 from fairseq_ctx.context.interactive import InteractiveDocuments
 from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
+from fairseq_ctx.core.fixes import install_fixes
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.language_pair_wrapper import LanguagePairWrapper
 from fairseq_ctx.core.model_family import check_model_family
@@ -94,6 +95,7 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
     context_logged: bool = False  # the context line is logged once (a DocumentTranslator logs its own and sets it)
 
     def __init__(self, cfg: ContextTranslationConfig, src_dict, tgt_dict):
+        install_fixes()  # the plugin's changes to fairseq, in a process that runs one of its tasks
         if cfg.target_context_size < 0:
             raise ValueError(f"--target-context-size must be >= 0 (0 = no target context), got {cfg.target_context_size}")
         if not 0 <= cfg.coword_dropout < 1:

@@ -22,15 +22,19 @@ import os
 from argparse import Namespace
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
-import torch
-from fairseq import utils
+from fairseq_ctx.context.tensorboard_note import quiet_tensorboard_note
 
-from fairseq_ctx.context.context_use import OWN_TRANSLATIONS, describe_context
-from fairseq_ctx.context.data.context_batch import TargetContextKey
-from fairseq_ctx.context.data.context_examples import Example, RunningContext
-from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
-from fairseq_ctx.core.tool_loading import load_models
-from fairseq_ctx.core.unknown_tokens import UnknownTokenCheck
+quiet_tensorboard_note()  # the hub's own logging: fairseq's import-time note on its speech tasks stays out
+
+import torch  # noqa: E402
+from fairseq import utils  # noqa: E402
+
+from fairseq_ctx.context.context_use import OWN_TRANSLATIONS, describe_context  # noqa: E402
+from fairseq_ctx.context.data.context_batch import TargetContextKey  # noqa: E402
+from fairseq_ctx.context.data.context_examples import Example, RunningContext  # noqa: E402
+from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec  # noqa: E402
+from fairseq_ctx.core.tool_loading import load_models  # noqa: E402
+from fairseq_ctx.core.unknown_tokens import UnknownTokenCheck  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

@@ -1,11 +1,14 @@
-"""Every change the plugin makes to the behaviour of fairseq, torch or Python, listed in one place.
+"""Every change the plugin makes to the behaviour of fairseq or torch, listed in one place.
 
 A :class:`Fix` names its target, what it changes and why, and installs, uninstalls and reports
-itself. Registering the plugin (``--user-dir``, or importing fairseq after ``fairseq_ctx``)
-installs every fix not switched off: :data:`OFF_ENV` holds a comma-separated list of fix names, or
-``all``, and with a fix off fairseq behaves there as stock fairseq. ``fairseq-ctx-options --fixes``
-prints this table with each fix's state in a process that registered the plugin; docs/fixes.md
-holds the same table.
+itself. Importing the package or registering it (``--user-dir``) installs nothing. The fixes are
+installed (:func:`install_fixes`) when one of the plugin's own tasks is built (fairseq-train,
+-generate, -interactive, -validate with ``--task context_translation``, ``multimodal_translation``
+or ``multilingual_embedding``) and when the plugin's own tools or hub read a checkpoint; for stock
+tasks such as ``translation`` only when :data:`STOCK_TASKS_ENV` is 1, at registration.
+:data:`OFF_ENV` holds a comma-separated list of fix names, or ``all``, never installed: there fairseq
+behaves as stock fairseq. ``fairseq-ctx-options --fixes`` prints this table with each fix's state
+in its process; docs/fixes.md holds the same table.
 """
 import atexit
 import os
@@ -15,6 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from fairseq_ctx.core.wrapping import is_wrapped, unwrap, wrap
 
 OFF_ENV = "FAIRSEQ_CTX_FIXES_OFF"
+STOCK_TASKS_ENV = "FAIRSEQ_CTX_FIXES_FOR_STOCK_TASKS"
 ALL = "all"
 
 
@@ -181,27 +185,6 @@ def _background_batches() -> Fix:
                install, uninstall, lambda: _state.get("background-batch-exit", False))
 
 
-def _tensorboard_note() -> Fix:
-    def install() -> None:
-        from fairseq_ctx.core.tensorboard_note import quiet_tensorboard_note
-
-        quiet_tensorboard_note()
-
-    def uninstall() -> None:
-        from fairseq_ctx.core.tensorboard_note import loud_tensorboard_note
-
-        loud_tensorboard_note()
-
-    def active() -> bool:
-        from fairseq_ctx.core.tensorboard_note import note_is_quiet
-
-        return note_is_quiet()
-
-    return Fix("tensorboard-note", "logging: fairseq.tasks.text_to_speech",
-               "fairseq's import-time note 'Please install tensorboardX' is filtered out",
-               "it is about fairseq's speech tasks, which nothing here uses", install, uninstall, active)
-
-
 _state: Dict[str, bool] = {}
 
 FIXES: Tuple[Fix, ...] = (
@@ -236,7 +219,6 @@ FIXES: Tuple[Fix, ...] = (
     _interactive_reader(),
     _background_batches(),
     _allow_list(),
-    _tensorboard_note(),
 )
 BY_NAME: Dict[str, Fix] = {fix.name: fix for fix in FIXES}
 
@@ -255,11 +237,21 @@ def switched_off() -> List[str]:
 
 
 def install_fixes(names: Optional[Sequence[str]] = None) -> None:
-    """Install the fixes ``names`` (default: every fix) that :data:`OFF_ENV` does not switch off."""
+    """Install the fixes ``names`` (default: every fix) that :data:`OFF_ENV` does not switch off
+    (idempotent)."""
     off = switched_off()
     for fix in FIXES:
         if (names is None or fix.name in names) and fix.name not in off:
             fix.install()
+
+
+def fixes_for_stock_tasks() -> bool:
+    """Whether :data:`STOCK_TASKS_ENV` asks for the fixes in every task of the process (``1``)."""
+    value = os.environ.get(STOCK_TASKS_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{STOCK_TASKS_ENV}={value!r}: set it to 1 (the fixes for every task, stock tasks included) "
+                         f"or 0 (only for the plugin's tasks, the default)")
+    return value == "1"
 
 
 def listing() -> str:
@@ -268,6 +260,8 @@ def listing() -> str:
     for fix in FIXES:
         rows.append(f"| `{fix.name}` | `{fix.target}` | {fix.change} | {fix.reason} | "
                     f"{'yes' if fix.active() else 'no'} |")
-    return "\n".join([*rows, "", f"Switch fixes off with {OFF_ENV}=NAME[,NAME...] (or {ALL}) in the environment of "
-                                  f"the fairseq command; with a fix off, fairseq behaves there as stock fairseq."])
+    return "\n".join([*rows, "", f"The fixes are installed when a task of the plugin is built (for stock tasks too "
+                                  f"with {STOCK_TASKS_ENV}=1). Switch fixes off with {OFF_ENV}=NAME[,NAME...] (or "
+                                  f"{ALL}) in the environment of the fairseq command; with a fix off, fairseq behaves "
+                                  f"there as stock fairseq."])
 

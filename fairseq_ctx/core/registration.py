@@ -9,13 +9,9 @@ fairseq is imported, so that ``import fairseq_ctx`` (and every ``--help`` of a t
   imports a module of ours that is itself still importing fairseq). The finder then removes
   itself.
 
-Registration first allow-lists the checkpoint classes (see :mod:`checkpoint_safety`) and
-installs the checkpoint hooks (atomic writes, damaged-file errors and the resume fallback: see
-:mod:`fairseq_checkpoint_hooks`), so both are in force before fairseq loads or writes any
-checkpoint, fairseq-interactive's UTF-8 reader (:mod:`fairseq_input_hooks`), the clean exit of
-fairseq's background batch thread (:mod:`background_batches`), the first line of a non-finite
-training step's error (:mod:`non_finite_step`) and one training per save directory
-(:mod:`save_dir_lock`).
+Registration changes nothing in fairseq's behaviour: the plugin's fixes (:mod:`fixes`) are
+installed when one of its tasks is built, or here for every task when
+``FAIRSEQ_CTX_FIXES_FOR_STOCK_TASKS=1``.
 """
 import importlib
 import importlib.abc
@@ -32,9 +28,11 @@ def _register() -> None:
     _state["registering"] = True
     try:
         from fairseq_ctx.core import fused_label_smoothing  # noqa: F401  (registers its criterion)
-        from fairseq_ctx.core.fixes import install_fixes
+        from fairseq_ctx.core.fixes import fixes_for_stock_tasks, install_fixes, switched_off
 
-        install_fixes()
+        switched_off()  # a misspelt fix name is an error now, not when a task is built
+        if fixes_for_stock_tasks():
+            install_fixes()
         for family in FAMILIES:
             for name in importlib.import_module(f"{PACKAGE}.{family}").REGISTERING_MODULES:
                 importlib.import_module(f"{PACKAGE}.{family}.{name}")

@@ -38,6 +38,9 @@ def load_models(checkpoint: str, tasks: Optional[Sequence[str]], purpose: str,
     import torch
 
     from fairseq_ctx.core.checkpoint_loading import load_ensemble
+    from fairseq_ctx.core.fixes import install_fixes
+
+    install_fixes()  # the plugin's own tools and hub: its changes to fairseq before the checkpoint is read
 
     path = resolve_checkpoint(checkpoint, checkpoint_file)
     directory = os.path.dirname(os.path.abspath(path))

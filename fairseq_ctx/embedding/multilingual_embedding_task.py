@@ -14,6 +14,7 @@ from omegaconf import II
 
 from fairseq_ctx.embedding.data.multilingual_embedding_dataset import MultilingualEmbeddingDataset, sample_pair_rows
 from fairseq_ctx.embedding.data.shared_dictionary import load_shared_dictionary
+from fairseq_ctx.core.fixes import install_fixes
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.model_family import check_model_family
 from fairseq_ctx.core.mixed_precision import MixedPrecisionTask
@@ -79,6 +80,7 @@ class MultilingualEmbeddingTask(ResumableTask, MixedPrecisionTask, FairseqTask):
     cfg: MultilingualEmbeddingConfig
 
     def __init__(self, cfg: MultilingualEmbeddingConfig, dictionary):
+        install_fixes()  # the plugin's changes to fairseq, in a process that runs one of its tasks
         super().__init__(cfg)
         self.pairs = parse_lang_pairs(cfg.lang_pairs)
         self.languages = sorted({lang for pair in self.pairs for lang in pair})

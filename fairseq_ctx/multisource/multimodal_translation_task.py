@@ -19,6 +19,7 @@ from fairseq_ctx.multisource.data.feature_file import (
 )
 from fairseq_ctx.multisource.data.multimodal_dataset import MultimodalTranslationDataset
 from fairseq_ctx.multisource.aux_input_spec import AuxInput, format_spec, parse_spec
+from fairseq_ctx.core.fixes import install_fixes
 from fairseq_ctx.core.hydra_model_config import complete_model_config
 from fairseq_ctx.core.model_family import check_model_family
 from fairseq_ctx.core.mixed_precision import MixedPrecisionTask
@@ -80,6 +81,7 @@ class MultimodalTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTa
     cfg: MultimodalTranslationConfig
 
     def __init__(self, cfg: MultimodalTranslationConfig, src_dict, tgt_dict):
+        install_fixes()  # the plugin's changes to fairseq, in a process that runs one of its tasks
         super().__init__(cfg, src_dict, tgt_dict)
         self.extra_dicts = self._extra_dictionaries()
         self.loaded_inputs: Dict[str, Dict[str, Tuple[int, int]]] = {}
