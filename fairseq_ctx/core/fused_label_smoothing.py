@@ -11,7 +11,7 @@ forward pass that keeps only ``lse`` per word and one backward pass, instead of 
 float32 ``log_softmax`` of the logits, its sum, the gather and their backward passes over
 [words × V] tensors: on the CPU that path was a third of a training step of the small Multi30k
 Transformer (8,000 words, ≈7,000 target words per update). Loss, nll_loss and gradients equal
-fairseq's up to float32 rounding (tests/test_fused_label_smoothing.py).
+fairseq's up to float32 rounding (tests/core/test_fused_label_smoothing.py).
 
 A model whose output is not plain logits (an adaptive softmax, a ``get_normalized_probs`` of its
 own) is scored by fairseq's own computation, as is ``reduce=False``.

@@ -1,0 +1,62 @@
+"""fairseq-ctx-generative --format ctxpro on a set in ctxpro's released layout (SET.json and the
+<eos>-joined SET.input): each example's sentence is translated with its preceding sentences as
+context, as the document translator translates it, and the counts per rule and overall are the
+upstream ``ctxpro score`` counts on the same translations."""
+import json
+
+import pytest
+
+from tests.conftest import run_tool
+from fairseq_ctx.context import hub
+
+pytest.importorskip("ctxpro")
+
+DOCUMENTS = [["the old cat sleeps .", "it is quiet .", "then we sang ."], ["the dog waits here .", "it moves again ."],
+             ["it is quiet ."], ["the dog waits here .", "then we sang .", "it moves again ."]]
+
+
+@pytest.fixture(scope="module")
+def model(trained_baselines):
+    return hub.load(str(trained_baselines["dat"][0] / "checkpoint_last.pt"), beam=2)
+
+
+def write_set(tmp_path, model):
+    """A set whose first examples expect a word of the model's translation (correct) and the others
+    a word it does not write (wrong), in two rules."""
+    translations = [model.translate_document(document)[-1] for document in DOCUMENTS]
+    entries = []
+    for number, (document, translation) in enumerate(zip(DOCUMENTS, translations)):
+        words = translation.replace(".", " ").split()
+        expected = words[0] if number % 2 == 0 and words else "nichtda"
+        entries.append({"rule": "A.RULE" if number < 2 else "B.RULE", "expected": expected,
+                        "ante distance": len(document) - 1, "src segment": document[-1]})
+    (tmp_path / "set.json").write_text(json.dumps(entries), encoding="utf-8")
+    (tmp_path / "set.input").write_text("".join("<eos> ".join(document) + "\n" for document in DOCUMENTS),
+                                        encoding="utf-8")
+    return translations
+
+
+def test_generative_counts_are_ctxpros_on_the_same_translations(trained_baselines, model, tmp_path):
+    translations = write_set(tmp_path, model)
+    out, scores = tmp_path / "hyp.de", tmp_path / "scores.json"
+    run_tool(["fairseq-ctx-generative", str(trained_baselines["dat"][0]), "--checkpoint-file", "checkpoint_last.pt",
+              "--format", "ctxpro", "--input", str(tmp_path / "set.json"), "--lang", "de", "--beam", "2", "--cpu",
+              "--output", str(out), "--json", str(scores)])
+    assert out.read_text(encoding="utf-8").splitlines() == translations  # each sentence with its preceding ones
+    result = json.loads(scores.read_text(encoding="utf-8"))
+    upstream = run_tool(["ctxpro", "score", "-t", str(out), "-e", str(tmp_path / "set.json"), "-l", "de", "--complete"])
+    rows = [line.split("\t") for line in upstream.stdout.strip().splitlines()]
+    counts = {row[0].split(" (")[0]: (int(row[1]), int(row[2])) for row in rows}
+    assert counts.pop("total") == (result["correct"], result["total"])
+    assert counts == {rule: (s["correct"], s["total"]) for rule, s in result["rules"].items()}
+    assert result["correct"] >= 1 and result["total"] - result["correct"] >= 2
+    assert result["ante_distance"]["0"]["total"] == 1 and sum(d["total"] for d in result["ante_distance"].values()) == 4
+
+
+def test_a_ctxpro_input_of_another_length_is_refused_before_loading_a_model(tmp_path):
+    (tmp_path / "set.json").write_text(json.dumps([{"rule": "R", "expected": "x"}] * 3))
+    (tmp_path / "set.input").write_text("a<eos> b\n")
+    result = run_tool(["fairseq-ctx-generative", str(tmp_path / "missing.pt"), "--input", str(tmp_path / "set.json"),
+                       "--lang", "fr"], check=False)
+    assert result.returncode != 0
+    assert f"{tmp_path / 'set.input'} has 1 lines but {tmp_path / 'set.json'} has 3 examples" in result.stderr
