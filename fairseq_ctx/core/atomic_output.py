@@ -3,14 +3,16 @@ directory and renamed over its name (durably) only once complete, so a crash, a 
 disk never leaves a partial file at the final name (nor destroys the file there before). A
 full disk is named as such, with the file. Two runs writing the same output at once do not
 silently lose one's result: the one that finishes second finds the file changed since it started,
-keeps its own output beside it (``NAME.<pid>``) and says so."""
+keeps its own output beside it (``NAME.<pid>``) and says so. Otherwise the result is that of a
+plain write: a new file gets the permissions the umask gives (``0o666 & ~umask``), a replaced file
+keeps its own, and an output path that is a symbolic link is written through to the file it
+points to (the link stays)."""
 import contextlib
 import errno
 import json
 import os
 import tempfile
 from typing import IO, Iterator, Optional, Tuple
-
 
 
 def fsync_path(path: str, directory: bool = False) -> None:
@@ -43,12 +45,14 @@ def _identity(path: str) -> Optional[Tuple[int, int, int]]:
 
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
-    """A temporary path to write ``path``'s content to; renamed to ``path`` when the block ends
-    without an error, removed otherwise."""
+    """A temporary path to write ``path``'s content to; renamed to ``path`` (the file a symbolic
+    link there points to) when the block ends without an error, removed otherwise."""
+    path = os.path.realpath(path) if os.path.islink(path) else path
     directory = os.path.dirname(os.path.abspath(path))
     before = _identity(path)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=directory)
     os.close(descriptor)
+    os.chmod(temporary, _plain_write_mode(path))
     try:
         yield temporary
         if _identity(path) != before:
@@ -66,6 +70,17 @@ def atomic_path(path: str) -> Iterator[str]:
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def _plain_write_mode(path: str) -> int:
+    """The permissions ``open(path, "w")`` would leave: the replaced file's, else 0o666 less the umask
+    (mkstemp makes its file 0o600 whatever the umask)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def reserve_space(path: str, name: str) -> None:

@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import stat
 
 import numpy as np
 import pytest
@@ -97,3 +98,32 @@ def test_a_full_disk_is_named_with_the_file_before_any_row_is_written(tmp_path, 
             np.lib.format.open_memmap(temporary, mode="w+", dtype=np.float32, shape=(1000, 1000))
             reserve_space(temporary, str(output))
     assert os.listdir(tmp_path) == []
+
+
+def test_an_atomic_output_has_the_permissions_of_a_plain_write(tmp_path):
+    """A new output gets 0o666 less the umask (it was always 0o600, mkstemp's mode); a replaced
+    output keeps its own permissions."""
+    previous = os.umask(0o022)
+    try:
+        new = tmp_path / "new.json"
+        write_json(str(new), {"a": 1})
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        shared = tmp_path / "shared.json"
+        shared.write_text("{}")
+        shared.chmod(0o664)
+        write_json(str(shared), {"b": 2})
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o664 and json.loads(shared.read_text()) == {"b": 2}
+    finally:
+        os.umask(previous)
+
+
+def test_an_output_that_is_a_symbolic_link_is_written_through_to_its_target(tmp_path):
+    """The link stays a link and its target gets the output (it was replaced by a regular file,
+    the target keeping its old content)."""
+    target, link = tmp_path / "elsewhere" / "result.json", tmp_path / "result.json"
+    target.parent.mkdir()
+    target.write_text('{"old": true}\n')
+    link.symlink_to(target)
+    write_json(str(link), {"new": True})
+    assert link.is_symlink() and json.loads(target.read_text()) == {"new": True}
+    assert sorted(p.name for p in target.parent.iterdir()) == ["result.json"]
