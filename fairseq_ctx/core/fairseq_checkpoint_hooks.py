@@ -117,14 +117,14 @@ def _load_model_ensemble_and_task(original, filenames, *args, **kwargs):
         return loaded
 
 
-def check_task_dictionaries(task: "ResumableTask", states: Sequence[Tuple[str, Dict]]) -> None:
+def check_task_dictionaries(task: "ResumableTask", states: Sequence[Tuple[str, Dict]], purpose: str = "--path") -> None:
     """The dictionaries ``task`` read against those each checkpoint ``(path, state)`` of the same
     task records (a checkpoint of another task is refused by the task itself, naming its arch)."""
     from fairseq.tasks import TASK_REGISTRY
 
     for path, state in states:
         if TASK_REGISTRY.get(task_and_arch(state)[0]) is type(task):
-            check_dictionaries(state, path, "--path", task.dictionaries_read(), task.cfg.data)
+            check_dictionaries(state, path, purpose, task.dictionaries_read(), task.cfg.data)
 
 
 def saved_task_config(state: Dict):
@@ -152,6 +152,11 @@ def _load_checkpoint(original, cfg, trainer, **passthrough_args):
         raise CheckpointError(
             f"fairseq-train --finetune-from-model: checkpoint {cfg.finetune_from_model} does not exist; pass the "
             f"checkpoint of the pretrained model (e.g. its checkpoint_best.pt)")
+    if finetune and isinstance(trainer.task, ResumableTask):
+        # fairseq copies the weights by position: the embedding rows must belong to the same words
+        path = cfg.finetune_from_model
+        check_task_dictionaries(trainer.task, [(path, load_state(path, "fairseq-train --finetune-from-model"))],
+                                "fairseq-train --finetune-from-model")
     problem = damage(last) if cfg.restore_file == DEFAULT_RESTORE_FILE and os.path.isfile(last) else None
     if problem is None:
         purpose = "fairseq-train --finetune-from-model" if finetune else "fairseq-train --restore-file"

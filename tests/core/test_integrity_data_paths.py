@@ -142,3 +142,19 @@ def test_a_resumed_training_refuses_a_data_directory_with_other_dictionaries(rel
                                     *TRAIN[:TRAIN.index("--max-update")], "--max-update", "2",
                                     *TRAIN[TRAIN.index("--max-update") + 2:],
                                     "--save-dir", str(save_dir)])
+
+
+def test_finetuning_refuses_a_data_directory_with_other_dictionaries(relative_run, tmp_path):
+    """fairseq-train --finetune-from-model copies the weights by position: on a data directory whose
+    dictionary orders the same words otherwise it trained with exit status 0; now it is refused
+    before any update, naming the option and the first differing entry."""
+    checkpoint, other = relative_run
+    save_dir = tmp_path / "finetuned"
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"fairseq-train --finetune-from-model: the source dictionary read from {other} is not the one")):
+        call_tool("fairseq-train", [str(other), "--user-dir", USER_DIR, "--task", "context_translation",
+                                    "--context-size", "0", "--arch", "transformer", *TINY_MODEL,
+                                    *TRAIN[:TRAIN.index("--max-update")], "--max-update", "2",
+                                    *TRAIN[TRAIN.index("--max-update") + 2:],
+                                    "--save-dir", str(save_dir), "--finetune-from-model", str(checkpoint)])
+    assert not list(save_dir.glob("*.pt"))
