@@ -3,6 +3,7 @@
 context, as the document translator translates it, and the counts per rule and overall are the
 upstream ``ctxpro score`` counts on the same translations."""
 import json
+import re
 
 import pytest
 
@@ -60,3 +61,26 @@ def test_a_ctxpro_input_of_another_length_is_refused_before_loading_a_model(tmp_
                        "--lang", "fr"], check=False)
     assert result.returncode != 0
     assert f"{tmp_path / 'set.input'} has 1 lines but {tmp_path / 'set.json'} has 3 examples" in result.stderr
+
+
+@pytest.mark.parametrize("lines,message", [
+    (["Before. <eos> Hi there.", "It is. <eos> Yes, I did."],
+     "set.input:1: the sentence to translate is 'Hi there.', but example 1 of {json} is 'Yes, I did.': the input lines "
+     "are in another order than the JSON"),
+    (["Yes, I did.", "Hi there."],
+     "set.input:1: example 1 of {json} has its antecedent 2 sentence(s) back, but the line carries 0 preceding "
+     "sentence(s)"),
+], ids=["swapped-lines", "context-missing"])
+def test_a_ctxpro_input_line_that_is_not_the_jsons_example_is_refused(lines, message, tmp_path):
+    """Swapped input lines were accepted (the JSON's source segment was never compared), and a line
+    without the context its antecedent distance needs was scored without context (3/3 became 2/3)."""
+    from fairseq_ctx.context.contrastive.example import ContrastiveInputError
+    from fairseq_ctx.context.generative.ctxpro_sets import read_ctxpro_set
+
+    entries = [{"rule": "DO.ELL", "expected": "vu", "ante distance": 2, "src segment": "Yes, I did."},
+               {"rule": "DO.ELL", "expected": "dit", "ante distance": 0, "src segment": "Hi there."}]
+    json_path, input_path = tmp_path / "set.json", tmp_path / "set.input"
+    json_path.write_text(json.dumps(entries))
+    input_path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ContrastiveInputError, match=re.escape(message.format(json=json_path))):
+        read_ctxpro_set(str(json_path), str(input_path))

@@ -55,8 +55,29 @@ def read_ctxpro_set(json_path: str, input_path: str) -> List[CtxproExample]:
         if not sentences[-1]:
             raise ContrastiveInputError(f"{input_path}:{number}: the sentence to translate (after the last "
                                         f"{SEPARATOR}) is empty")
-        examples.append(CtxproExample(sentences[-1], [s for s in sentences[:-1] if s], entry, f"{input_path}:{number}"))
+        example = CtxproExample(sentences[-1], [s for s in sentences[:-1] if s], entry, f"{input_path}:{number}")
+        check_against_entry(example, json_path, number)
+        examples.append(example)
     return examples
+
+
+def check_against_entry(example: CtxproExample, json_path: str, number: int) -> None:
+    """The input line must be the one the JSON describes: its sentence is the entry's ``src
+    segment`` (up to spacing), and it carries at least ``ante distance`` preceding sentences (else
+    the antecedent the expected form depends on is not in the model's context). Both hold for
+    every example of the released sets."""
+    segment = example.entry.get("src segment")
+    if segment is not None and " ".join(example.sentence.split()) != " ".join(str(segment).split()):
+        raise ContrastiveInputError(
+            f"{example.origin}: the sentence to translate is {example.sentence!r}, but example {number} of {json_path} "
+            f"is {str(segment)!r}: the input lines are in another order than the JSON, or from another set; give the "
+            f"input file released with this JSON")
+    distance = example.entry.get("ante distance")
+    if isinstance(distance, int) and len(example.preceding) < distance:
+        raise ContrastiveInputError(
+            f"{example.origin}: example {number} of {json_path} has its antecedent {distance} sentence(s) back, but the "
+            f"line carries {len(example.preceding)} preceding sentence(s) (joined by {SEPARATOR}): it would be scored "
+            f"without the context that decides it; give the input file released with this JSON")
 
 
 def translate_examples(translator, examples: Sequence[CtxproExample], batch_size: int = 32) -> List[str]:
