@@ -165,8 +165,14 @@ def check_finite_weights(weights: Dict, path: str, purpose: str) -> None:
                 raise CheckpointError(
                     f"{purpose}: checkpoint {path} has non-finite weights ({name}: {bad} of {tensor.numel()} values "
                     f"NaN or infinite): the training diverged before it was saved, and nothing computed from it is a "
-                    f"score. Use an earlier checkpoint of the run (checkpoint_best.pt, an epoch checkpoint) or train "
-                    f"again (a lower --lr, --clip-norm)")
+                    f"score. Use an earlier checkpoint of the run ({earlier_checkpoints(path)}) or train again (a lower "
+                    f"--lr, --clip-norm)")
+
+
+def earlier_checkpoints(path: str) -> str:
+    """What to try instead of ``path``: the run's other checkpoints, never ``path`` itself."""
+    name = os.path.basename(path)
+    return "an epoch checkpoint" if name == "checkpoint_best.pt" else "checkpoint_best.pt, an epoch checkpoint"
 
 
 def not_fairseq(path: str, purpose: str, detail: str) -> str:

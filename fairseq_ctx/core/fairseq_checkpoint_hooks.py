@@ -47,8 +47,8 @@ from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 from omegaconf import open_dict
 
-from fairseq_ctx.core.checkpoint_loading import (CheckpointError, check_dictionaries, damage, load_state,
-                                                 task_and_arch, training_progress)
+from fairseq_ctx.core.checkpoint_loading import (CheckpointError, check_dictionaries, check_finite_weights, damage,
+                                                 load_state, task_and_arch, training_progress)
 from fairseq_ctx.core.resumable_task import ResumableTask
 
 logger = logging.getLogger(__name__)
@@ -83,7 +83,13 @@ def newest_complete_checkpoint(save_dir: str, suffix: str, exclude: str) -> Opti
 
 
 def _load_checkpoint_to_cpu(_original, path, arg_overrides=None, load_on_all_ranks=False):
-    return load_state(path, _purpose.get(), arg_overrides, load_on_all_ranks)
+    """fairseq's reader with named errors; a checkpoint with a NaN or infinite weight is refused
+    before any model is built (stock fairseq-generate failed on an assertion, -validate printed
+    loss nan with exit status 0, a resume ended in a loss-scale error), naming the weight."""
+    state = load_state(path, _purpose.get(), arg_overrides, load_on_all_ranks)
+    if isinstance(state.get("model"), dict):
+        check_finite_weights(state["model"], path, _purpose.get())
+    return state
 
 
 def _load_model_ensemble_and_task(original, filenames, *args, **kwargs):

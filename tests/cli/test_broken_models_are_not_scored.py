@@ -110,3 +110,21 @@ def test_a_non_finite_training_step_names_the_update_the_saved_state_and_the_fix
     assert (save_dir / "crash.pt").is_file()
     assert isinstance(error.value.__cause__, StopIteration)
     assert str(error.value.__cause__.__context__) == "gradients are Nan/Inf"
+
+
+@pytest.mark.parametrize("tool", ["fairseq-generate", "fairseq-validate"])
+def test_stock_tools_refuse_a_checkpoint_with_a_nan_weight_naming_it(tool, tiny_data, diverged, tmp_path):
+    """Stock fairseq-generate failed on 'AssertionError: 200 < 200', fairseq-validate printed
+    'loss nan' with exit status 0; the weights are now refused before any model is built."""
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError
+
+    path, name = diverged
+    best = tmp_path / "checkpoint_best.pt"
+    best.write_bytes(path.read_bytes())
+    with pytest.raises(CheckpointError) as refused:
+        call_tool(tool, [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--path", str(best),
+                         "--cpu", *(["--gen-subset", "test", "--beam", "2"] if tool == "fairseq-generate"
+                                    else ["--valid-subset", "test", "--max-tokens", "300"])])
+    message = str(refused.value)
+    assert message.startswith(f"--path: checkpoint {best} has non-finite weights ({name}: 1 of "), message
+    assert "(an epoch checkpoint)" in message  # not the refused checkpoint_best.pt itself
