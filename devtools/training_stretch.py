@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
+from devtools.plateau_rule import checkpoint_updates
+
 STRETCHES_FILE = "stretches.json"
 
 
@@ -47,19 +49,12 @@ def stretch_limit(args: argparse.Namespace) -> StretchLimit:
 
 
 def trained_so_far(checkpoint: Path) -> Tuple[int, float]:
-    """(updates, fairseq's cumulative training seconds) stored in ``checkpoint``; (0, 0) without one.
-    Read weights-only with the package's allow-list, as every checkpoint of the package."""
+    """(updates, fairseq's cumulative training seconds) stored in ``checkpoint``; (0, 0) without one."""
     if not checkpoint.exists():
         return 0, 0.0
-    import torch
+    from fairseq_ctx.core.checkpoint_loading import cumulative_training_seconds
 
-    from fairseq_ctx.core.checkpoint_safety import allow_fairseq_checkpoints
-
-    allow_fairseq_checkpoints()
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    history = state.get("optimizer_history") or [{}]
-    seconds = float((state.get("extra_state") or {}).get("previous_training_time", 0.0))
-    return int(history[-1].get("num_updates", 0)), seconds
+    return checkpoint_updates(checkpoint), cumulative_training_seconds(str(checkpoint)) or 0.0
 
 
 def stretch_args(limit: StretchLimit, checkpoint: Path, max_update: int) -> Tuple[int, List[str]]:
@@ -72,14 +67,12 @@ def stretch_args(limit: StretchLimit, checkpoint: Path, max_update: int) -> Tupl
 
 
 def record_stretch(results: Path, record: Dict) -> None:
-    """Append ``record`` (one ended stretch) to ``results/stretches.json``, written whole and renamed
-    into place."""
+    """Append ``record`` (one ended stretch) to ``results/stretches.json`` (written atomically)."""
+    from fairseq_ctx.core.atomic_output import write_json
+
     results.mkdir(parents=True, exist_ok=True)
     path = results / STRETCHES_FILE
-    records = json.loads(path.read_text()) if path.exists() else []
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps([*records, record], indent=2) + "\n")
-    temporary.replace(path)
+    write_json(str(path), [*(json.loads(path.read_text()) if path.exists() else []), record])
 
 
 def stretch_record(run: str, seed: int, updates: Tuple[int, int], budget: int, seconds: float, machine: str,

@@ -129,17 +129,32 @@ def training_progress(path: str) -> Optional[Tuple[int, int, int]]:
     stores them in it (``optimizer_history``, ``extra_state["train_iterator"]``), read without
     loading its tensors (torch's memory map); None for a file that cannot be read. File times
     say nothing about this: a copy (``cp -r``) gives every file the time of the copy."""
+    state = _training_state(path)
+    if state is None:
+        return None
+    history = state.get("optimizer_history") or [{}]
+    iterator = (state.get("extra_state") or {}).get("train_iterator") or {}
+    return (int(history[-1].get("num_updates", 0)), int(iterator.get("epoch", 0)),
+            int(iterator.get("iterations_in_epoch", 0)))
+
+
+def cumulative_training_seconds(path: str) -> Optional[float]:
+    """fairseq's cumulative training time stored in a checkpoint (what ``--stop-time-hours`` is
+    compared with, carried across restarts); None for a file that cannot be read."""
+    state = _training_state(path)
+    if state is None:
+        return None
+    return float((state.get("extra_state") or {}).get("previous_training_time", 0.0))
+
+
+def _training_state(path: str) -> Optional[Dict]:
+    """A checkpoint's top-level dict, its tensors memory-mapped (not read) where the file allows."""
     for mmap in (True, False):
         try:
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
         except Exception:  # not a zip archive (mmap needs one), or damaged
             continue
-        if not isinstance(state, dict):
-            return None
-        history = state.get("optimizer_history") or [{}]
-        iterator = (state.get("extra_state") or {}).get("train_iterator") or {}
-        return (int(history[-1].get("num_updates", 0)), int(iterator.get("epoch", 0)),
-                int(iterator.get("iterations_in_epoch", 0)))
+        return state if isinstance(state, dict) else None
     return None
 
 
