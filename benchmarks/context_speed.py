@@ -85,6 +85,7 @@ from fairseq.dataclass.configs import GenerationConfig  # noqa: E402
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 
 import fairseq_ctx  # noqa: E402
+fairseq_ctx.register()
 from fairseq_ctx.context.data.prepare_docs import prepare  # noqa: E402
 from fairseq_ctx.context.demo.synthetic_corpus import DocumentGenerator  # noqa: E402
 

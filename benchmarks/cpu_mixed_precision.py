@@ -57,6 +57,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 from fairseq.trainer import Trainer  # noqa: E402
 
 import fairseq_ctx  # noqa: E402
+fairseq_ctx.register()
 from context_speed import build_data as build_context_data  # noqa: E402
 from embedding_speed import join_lines  # noqa: E402
 from devtools.machine_facts import this_machine, utc_now  # noqa: E402

@@ -36,6 +36,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
+fairseq_ctx.register()
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
 from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 from fairseq_ctx.embedding.embedder import Embedder, embed_file

@@ -48,7 +48,8 @@ def main() -> None:
     parser.add_argument("--vocabulary", type=int, default=8000, help="words of the shared dictionary")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    import fairseq_ctx  # noqa: F401  (registers the criterion)
+    import fairseq_ctx
+    fairseq_ctx.register()
     from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
 
     from fairseq_ctx.core.fused_label_smoothing import FusedLabelSmoothedCrossEntropyCriterion

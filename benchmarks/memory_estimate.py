@@ -27,6 +27,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
+fairseq_ctx.register()
 
 USER_DIR = str(Path(fairseq_ctx.__file__).parent)
 GIB = 1024 ** 3

@@ -62,6 +62,7 @@ def build(args, name: str, data_dir: str, device):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     import fairseq_ctx
+    fairseq_ctx.register()
 
     np.save(os.path.join(data_dir, "train.img.npy"), np.zeros((1, args.regions, args.feature_dim), dtype=np.float16))
     combination = name.split("-")[0]

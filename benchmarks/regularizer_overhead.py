@@ -34,6 +34,7 @@ from fairseq import options, tasks  # noqa: E402
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
 
 import fairseq_ctx  # noqa: E402
+fairseq_ctx.register()
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
 

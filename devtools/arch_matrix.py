@@ -84,6 +84,7 @@ def plugin_archs() -> List[str]:
     """Every arch registered by fairseq_ctx (its model class lives in the package)."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
+    fairseq_ctx.register()
     return sorted(arch for arch, cls in ARCH_MODEL_REGISTRY.items() if cls.__module__.startswith("fairseq_ctx."))
 
 

@@ -129,7 +129,11 @@ def call_tool(tool: str, args: Sequence[str]) -> None:
     """Run the console script ``tool`` of :data:`TOOLS` with ``args`` in this process, ``sys.argv`` left
     as it was. A training starts without the best validation score of the run before; a tool that
     ends with ``SystemExit`` 0 (e.g. a finished training run again) has succeeded; the data-loader
-    workers it leaves are ended (:func:`end_data_loader_workers`)."""
+    workers it leaves are ended (:func:`end_data_loader_workers`). The plugin is registered first:
+    ``--user-dir`` imports nothing in a process that imported the package before fairseq."""
+    import fairseq_ctx
+
+    fairseq_ctx.register()
     module, function, via_argv = TOOLS[tool]
     entry = getattr(__import__(module, fromlist=[function]), function)
     if tool == "fairseq-train":

@@ -1,30 +1,17 @@
-"""Shared fixtures: generated corpora binarized with stock fairseq-preprocess, and helpers
-that build tasks and models through fairseq's own command-line parsing."""
-import contextlib
-import fcntl
+"""The suite's settings (one thread per process, the precision probe's branch) and its shared
+fixtures: generated corpora binarized with stock fairseq-preprocess, and models trained once per
+run. The helpers the tests import are in tests/helpers.py."""
 import os
-import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
-from typing import Iterator, List, Sequence, Tuple
+from typing import List
 
 import pytest
 import torch
-from fairseq import options, tasks
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from devtools.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
-from devtools.in_process_tools import call_tool
-import fairseq_ctx
 from fairseq_ctx.core.mixed_precision import NATIVE_BFLOAT16_ENV
-from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
-from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
-from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus
-from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
-
-USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
+from tests.helpers import (BASELINE_ARCHS, EMBEDDING_PAIRS, CorpusSizes, make_data_bin, make_multimodal_data_bin,
+                           shared_by_the_workers, train_baselines)
 
 # The models under test are tiny: a second intra-op thread buys little, and on a shared or
 # busy machine two spinning OpenMP threads per process slow everything down many times over.
@@ -37,52 +24,12 @@ os.environ["OMP_NUM_THREADS"] = "1"
 os.environ.setdefault(NATIVE_BFLOAT16_ENV, "0")
 os.environ["MKL_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
-BIN_DIR = Path(sys.executable).parent
-
-
-def tool(name: str) -> str:
-    return str(BIN_DIR / name)
-
-
-def run_tool(args: Sequence[str], cwd=None, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([tool(args[0]), *args[1:]], cwd=cwd, capture_output=True, text=True)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
-
-
-def make_data_bin(root: Path, sizes: CorpusSizes, seed: int = 1) -> Path:
-    """Generated corpus → prepare-docs → fairseq-preprocess (joined dict) → docids copied."""
-    return binarize_context_corpus(root, sizes, seed)
 
 
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory) -> Path:
     """About 300 training sentences in 40 documents."""
     return make_data_bin(tmp_path_factory.mktemp("tiny"), CorpusSizes(train=40, valid=6, test=6))
-
-
-def parse_cfg(data_dir: Path, arch: str, extra: Sequence[str] = ()):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(
-        parser,
-        input_args=[str(data_dir), "--user-dir", USER_DIR, "--task", "context_translation",
-                    "--arch", arch, "--cpu", "--seed", "1", *TINY_MODEL, *extra],
-    )
-    return convert_namespace_to_omegaconf(args)
-
-
-def build(data_dir: Path, arch: str = "hmce", extra: Sequence[str] = ()):
-    cfg = parse_cfg(data_dir, arch, extra)
-    torch.manual_seed(1)
-    task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    return task, model, cfg
-
-
-def batch_of(task, split: str, indices: List[int]):
-    dataset = task.datasets[split]
-    return dataset.collater([dataset[i] for i in indices])
 
 
 @pytest.fixture(scope="session")
@@ -94,43 +41,6 @@ def multilingual_data(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("multilingual")
     write_multilingual_corpus(str(root / "raw"), MultilingualSizes(100, 10, 20), seed=3)
     return binarize_multilingual(root / "raw", root / "data-bin", EMBEDDING_PAIRS.split(","), ["pa", "pb", "xa"])
-
-
-def context_baseline_archs() -> List[str]:
-    """Every registered context_translation arch but hce/hmce: the baselines (ctx_concat, dat, dct,
-    han, and one added later without editing this file)."""
-    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
-
-    from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
-    from fairseq_ctx.context.models.hmce import HierarchicalContextTransformer
-
-    return sorted(arch for arch, cls in ARCH_MODEL_REGISTRY.items() if arch not in MODEL_REGISTRY
-                  and issubclass(cls, ContextTransformerModel) and not issubclass(cls, HierarchicalContextTransformer))
-
-
-BASELINE_ARCHS = context_baseline_archs()
-
-
-@contextlib.contextmanager
-def shared_by_the_workers(tmp_path_factory, name: str) -> Iterator[Tuple[Path, bool]]:
-    """A directory that the xdist workers of this run share (one test process: its own), and whether
-    it is still empty: the first worker to ask fills it (inside the ``with``) while the others wait
-    for it, so that a session fixture trains once per run rather than once per worker."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the workers' base directories are siblings
-    directory, done = root / name, root / f"{name}.done"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            fill = not done.exists()
-            if fill:
-                shutil.rmtree(directory, ignore_errors=True)  # left by a worker that failed to fill it
-                directory.mkdir()
-            yield directory, fill
-            done.touch()
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
@@ -145,50 +55,10 @@ def trained_baselines(tiny_data, tmp_path_factory):
     return {arch: (work / arch, (work / f"gen-{arch}" / "generate-test.txt").read_text()) for arch in archs}
 
 
-def train_baselines(tiny_data: Path, work: Path, archs: Sequence[str]) -> None:
-    for arch in archs:
-        context = ["--context-size", "0" if arch == "transformer" else "2"]
-        save_dir, results = work / arch, work / f"gen-{arch}"
-        common = [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", *context, "--cpu"]
-        call_tool("fairseq-train", [
-            *common, "--arch", arch, *TINY_MODEL, "--optimizer", "adam", "--lr", "5e-3", "--max-tokens", "2000",
-            "--max-update", "30", "--criterion", "label_smoothed_cross_entropy", "--seed", "1", "--dropout", "0.0",
-            "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--log-format", "none",
-            "--disable-validation",
-        ])
-        call_tool("fairseq-generate", [
-            *common, "--path", str(save_dir / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "2",
-            "--batch-size", "16", "--required-batch-size-multiple", "1", "--results-path", str(results),
-        ])
-
-
-def make_multimodal_data_bin(root: Path, train: int = 240, seed: int = 1) -> Path:
-    """Generated multimodal corpus → fairseq-preprocess (en-de joined dict; fr with its own dict)
-    → img features and keys copied next to the binaries."""
-    return binarize_multimodal_corpus(
-        root, MultimodalCorpusSizes(train=train, valid=16, test=16, regions=3, feature_dim=8), seed)
-
-
 @pytest.fixture(scope="session")
 def multimodal_data(tmp_path_factory) -> Path:
     """About 240 training sentences with (n, 3, 8) image features and a French second source."""
     return make_multimodal_data_bin(tmp_path_factory.mktemp("multimodal"))
-
-
-def build_multimodal(data_dir: Path, arch: str = "hierarchical_attention_decoder", extra: Sequence[str] = (),
-                     task_args: Sequence[str] = ("--feature-inputs", "img"), model_args: Sequence[str] = TINY_MODEL):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(
-        parser,
-        input_args=[str(data_dir), "--user-dir", USER_DIR, "--task", "multimodal_translation", "--arch", arch,
-                    "--source-lang", "en", "--target-lang", "de", "--cpu", "--seed", "1", *model_args, *task_args, *extra],
-    )
-    cfg = convert_namespace_to_omegaconf(args)
-    torch.manual_seed(1)
-    task = tasks.setup_task(cfg.task)
-    task.load_dataset("train")
-    model = task.build_model(cfg.model)
-    return task, model, cfg
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from tests.conftest import EMBEDDING_PAIRS, USER_DIR
+from tests.helpers import EMBEDDING_PAIRS, USER_DIR
 from devtools.arch_matrix import EMBEDDING_SIZES, TINY_TRANSFORMER  # noqa: F401  (used by the tests)
 
 ARCHS = EMBEDDING_SIZES

@@ -10,7 +10,7 @@ from typing import List, Sequence
 import pytest
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from tests.conftest import tool
+from tests.helpers import tool
 from devtools.arch_matrix import (  # noqa: F401  (the matrix itself, used by the tests)
     TASK_FIXTURES, TINY_RNN, per_update, plugin_archs, task_of, train_args,
 )

@@ -2,5 +2,5 @@
 and the ``cka_alignment`` and ``head_diversity`` criterions (Yun 2022 ch. 2)."""
 
 # The modules that register tasks, architectures and criterions with fairseq, imported by
-# fairseq_ctx.core.registration as soon as fairseq is imported (not when this package is).
+# fairseq_ctx.core.registration (where fairseq is imported, or by fairseq_ctx.register()).
 REGISTERING_MODULES = ("cka_alignment", "head_diversity")

@@ -10,7 +10,7 @@ import os
 import sys
 
 
-def _discard_stdout() -> None:
+def discard_stdout() -> None:
     """Point standard output at /dev/null, so that nothing more is written to the closed pipe."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
@@ -21,13 +21,13 @@ def _flush_quietly() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        _discard_stdout()
+        discard_stdout()
 
 
 def _quiet_excepthook(previous):
     def excepthook(kind, value, traceback):
         if issubclass(kind, BrokenPipeError):
-            _discard_stdout()
+            discard_stdout()
             return
         previous(kind, value, traceback)
 

@@ -21,7 +21,7 @@ def main(argv=None) -> None:
                         help="context files to write, contextK.en = the sentence K+1 back (context0: the previous one)")
     add_overwrite_arg(parser)
     args = parser.parse_args(argv)
-    refuse_below_one(parser, {"--docs": args.docs})
+    refuse_below_one(parser, {"--docs": args.docs, "--context-size": args.context_size})  # no context: no test
     refuse_non_empty_dir(parser, args.out_dir, args.overwrite)
     count = write_contrastive_set(args.out_dir, args.docs, args.seed, args.context_size)
     print(f"{count} contrastive examples written to {args.out_dir}")

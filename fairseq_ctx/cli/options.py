@@ -49,9 +49,9 @@ def main(argv=None) -> None:
     from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
     configure_tool_logging("options")
-    from fairseq import options  # noqa: F401  (registration of the plugin runs once fairseq is imported)
+    import fairseq_ctx
 
-    import fairseq_ctx  # noqa: F401
+    fairseq_ctx.register()
 
     if args.task is None:
         args.task = task_of_arch(args.arch)
@@ -68,10 +68,10 @@ def print_fixes() -> None:
     from fairseq_ctx.cli.tool_logging import configure_tool_logging
 
     configure_tool_logging("options")
-    import fairseq  # noqa: F401  (registration of the plugin runs once fairseq is imported)
-
-    import fairseq_ctx  # noqa: F401
+    import fairseq_ctx
     from fairseq_ctx.core.fixes import listing
+
+    fairseq_ctx.register()
 
     print(listing())
 

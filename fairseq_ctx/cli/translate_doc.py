@@ -24,6 +24,7 @@ Example:
 import sys
 from typing import Iterable, Iterator
 
+from fairseq_ctx.cli.broken_pipe import discard_stdout
 from fairseq_ctx.cli.tool_args import (add_model_args, check_model_args, load_translator, refuse_bad_generation,
                                       tool_parser)
 from fairseq_ctx.cli.tool_logging import configure_tool_logging
@@ -95,9 +96,18 @@ def main(argv=None) -> None:
         translations = translator.translate_stream(count.reading(lines), batch_size=args.batch_size, source=name)
         if boundaries is not None:
             translations = boundaries.translations(translations)
-        for translation in progress(translations, desc="translate", unit="line"):
-            sys.stdout.write(translation + "\n")
-            sys.stdout.flush()
+        for written, translation in enumerate(progress(translations, desc="translate", unit="line")):
+            try:
+                sys.stdout.write(translation + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                raise  # its reader has stopped reading: a quiet end (cli.broken_pipe)
+            except OSError as err:
+                discard_stdout()  # what is still buffered could not be written at exit either
+                parser.exit(1, f"fairseq-ctx-translate-doc: error: standard output could not be written after "
+                               f"{written} translated lines ({err.strerror}, errno {err.errno}): what it received is "
+                               f"incomplete; free space where it is written (or write it elsewhere) and translate "
+                               f"again\n")
         logger.info(f"translated {count.documents} documents, {count.sentences} sentences of {name}")
     except (TextEncodingError, DocumentIdError) as err:
         parser.exit(2, f"fairseq-ctx-translate-doc: error: {err}\n")

@@ -17,6 +17,7 @@ length limit is fairseq's (``max_len_a`` 0, ``max_len_b`` 200, as fairseq-genera
 fairseq-interactive): fairseq's generator limits a whole batch by ``a`` times its longest source,
 so with ``max_len_a`` > 0 a translation depends on the sentences it is batched with.
 """
+import collections.abc
 import logging
 import os
 from argparse import Namespace
@@ -227,7 +228,14 @@ class DocumentTranslator:
             raise TypeError("translate_document takes a document as a list of sentences, got a string; use "
                             "translate_document([sentence]) or translate(sentence) for one sentence, or "
                             "translate_stream(text.splitlines()) for blank-line separated text")
+        if not isinstance(sentences, collections.abc.Iterable):
+            raise TypeError(f"translate_document takes a document as a list of sentences (strings), got "
+                            f"{type(sentences).__name__}")
+        sentences = list(sentences)
         for number, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentence {number} of the document is {type(sentence).__name__}, not a string; a "
+                                f"document is a list of sentences (strings)")
             if not sentence.strip():
                 raise ValueError(f"sentence {number} of the document is empty; a document is a list of "
                                  f"non-empty sentences (use translate_stream for blank-line separated text)")

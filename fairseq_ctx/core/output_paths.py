@@ -7,6 +7,7 @@ Checked right after argument parsing, before any model is loaded."""
 import fnmatch
 import os
 import stat
+import tempfile
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 PathSpec = Union[None, str, Sequence[Optional[str]]]
@@ -55,18 +56,33 @@ def check_outputs(outputs: Mapping[str, PathSpec], inputs: Mapping[str, PathSpec
 
 def check_writable(outputs: Mapping[str, PathSpec], creates_directories: bool = False) -> None:
     """Raise :class:`OutputPathError` when an output names a directory, or lies in a directory that
-    does not exist (unless the tool ``creates_directories``) or cannot be written."""
+    does not exist (unless the tool ``creates_directories``: then its nearest existing parent) or in
+    which no file can be created (tried, so that a read-only file system or a root-owned directory is
+    found before any long work, not when the result is written)."""
     for label, path in _flatten(outputs):
         if os.path.isdir(path):
             raise OutputPathError(f"{label} {path} is a directory; give the name of the file to write")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
-            if creates_directories:
-                continue
-            raise OutputPathError(f"{label} {path}: the directory {directory} does not exist; create it first "
-                                  f"(mkdir -p {directory}) or choose another path")
-        if not os.access(directory, os.W_OK):
-            raise OutputPathError(f"{label} {path}: the directory {directory} is not writable; choose another path")
+            if not creates_directories:
+                raise OutputPathError(f"{label} {path}: the directory {directory} does not exist; create it first "
+                                      f"(mkdir -p {directory}) or choose another path")
+            while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+                directory = os.path.dirname(directory)
+        problem = creation_problem(directory)
+        if problem:
+            raise OutputPathError(f"{label} {path}: no file can be written in {directory} ({problem}); choose another "
+                                  f"path")
+
+
+def creation_problem(directory: str) -> Optional[str]:
+    """Why no file can be created in ``directory`` (None when one can): a probe file is created and
+    removed, since ``os.access`` says yes to root on a directory it cannot write (read-only mounts)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
+            return None
+    except OSError as err:
+        return err.strerror or str(err)
 
 
 def data_files(directory: Optional[str], patterns: Iterable[str]) -> List[str]:

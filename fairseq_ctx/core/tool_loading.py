@@ -39,7 +39,9 @@ def load_models(checkpoint: str, tasks: Optional[Sequence[str]], purpose: str,
 
     from fairseq_ctx.core.checkpoint_loading import load_ensemble
     from fairseq_ctx.core.fixes import install_fixes
+    from fairseq_ctx.core.registration import register
 
+    register()  # the checkpoint's task and architecture may be the plugin's
     install_fixes()  # the plugin's own tools and hub: its changes to fairseq before the checkpoint is read
 
     path = resolve_checkpoint(checkpoint, checkpoint_file)

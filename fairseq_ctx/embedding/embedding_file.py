@@ -35,6 +35,12 @@ def read_embeddings(path: str, dim: Optional[int] = None, fp16: bool = False) ->
         except (ValueError, OSError, EOFError) as err:
             raise EmbeddingFileError(f"embedding file {path} is not a readable .npy file ({err}); "
                                      f"write it with numpy.save or fairseq-ctx-embed") from err
+        if isinstance(array, np.lib.npyio.NpzFile):
+            names = ", ".join(array.files)
+            array.close()
+            raise EmbeddingFileError(f"embedding file {path} is a .npz archive (arrays: {names}) under a .npy name, "
+                                     f"not one array; save the embeddings with numpy.save, or take one array out: "
+                                     f"numpy.save(OUT, numpy.load({path!r})[NAME])")
     else:
         if dim is None:
             raise EmbeddingFileError(f"embedding file {path} is not a .npy file; for LASER's raw binary "

@@ -2,7 +2,7 @@
 import csv
 import json
 
-from tests.conftest import TINY_MODEL, USER_DIR, run_tool
+from tests.helpers import TINY_MODEL, USER_DIR, run_tool
 from fairseq_ctx.analysis.attention_heads import module_kind
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from fairseq import tasks
 
-from tests.conftest import batch_of, build_multimodal, parse_cfg
+from tests.helpers import batch_of, build_multimodal, parse_cfg
 from fairseq_ctx.analysis.attention_heads import DropHead, attention_modules
 from fairseq_ctx.analysis.cka import _warned
 

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import USER_DIR, batch_of, build, run_tool, TINY_MODEL
+from tests.helpers import USER_DIR, batch_of, build, run_tool, TINY_MODEL
 
 from fairseq_ctx.context.data.docids import DocumentIdError
 

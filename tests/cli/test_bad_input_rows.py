@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build
+from tests.helpers import build
 from tests.embedding_helpers import build_embedding_model
 from fairseq_ctx.context.data.docids import DocumentIdError
 from fairseq_ctx.embedding.data.shared_dictionary import SharedDictionaryError

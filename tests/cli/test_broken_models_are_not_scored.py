@@ -4,7 +4,7 @@ set without examples is refused instead of scoring "0.0000 (0/0)"."""
 import pytest
 import torch
 
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from devtools.in_process_tools import call_tool
 from fairseq_ctx.cli import contrastive, cxmi
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError

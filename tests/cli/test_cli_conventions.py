@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import USER_DIR
+from tests.helpers import USER_DIR
 from devtools.arch_matrix import plugin_archs
 from fairseq_ctx.cli.tool_args import add_checkpoint_args, resolve_checkpoint_args, tool_parser
 from fairseq_ctx.core.progress import progress
@@ -162,11 +162,15 @@ print("CRITERIONS", ",".join(sorted(n for n, c in CRITERION_REGISTRY.items() if 
 print("ALLOWED", argparse.Namespace in torch.serialization.get_safe_globals())
 """
 IMPORT_ORDERS = {
-    "package_first_then_fairseq": """
+    "package_first_then_fairseq_then_register": """
 import sys
+finders = list(sys.meta_path)
 import fairseq_ctx
 assert "torch" not in sys.modules and "fairseq" not in sys.modules, "import fairseq_ctx must stay cheap"
+assert sys.meta_path == finders, "importing the package installs no import hook"
 from fairseq import tasks
+assert "context_translation" not in tasks.TASK_REGISTRY, "importing fairseq after the package registers nothing"
+fairseq_ctx.register()
 """,
     "fairseq_first_then_user_dir_option": """
 from fairseq import options
@@ -179,8 +183,10 @@ from omegaconf import OmegaConf
 from fairseq import utils
 utils.import_user_module(OmegaConf.create({"user_dir": sys.argv[1]}))
 """,
-    "a_module_of_ours_that_imports_fairseq_first": """
+    "a_module_of_ours_that_imports_fairseq_first_then_register": """
 from fairseq_ctx.core.checkpoint_loading import read_checkpoint
+import fairseq_ctx
+fairseq_ctx.register()
 """,
 }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, tool
+from tests.helpers import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, tool
 from tests.embedding_helpers import TINY_TRANSFORMER
 from fairseq_ctx.cli import analyze_heads, contrastive, embed, score, subset_bleu, translate_doc
 from fairseq_ctx.context import hub
@@ -194,3 +194,83 @@ def test_analyze_heads_refuses_a_checkpoint_of_a_task_it_cannot_read(tiny_data, 
     with pytest.raises(SystemExit, match=re.escape("fairseq-ctx-analyze-heads --compare-path: checkpoint ")):
         analyze_heads.main([str(tiny_data), "--path", str(checkpoints["ctx_concat"]), "--compare-path",
                             str(checkpoints["tmde"]), "--output-dir", str(tmp_path / "h")])
+
+
+def test_translate_doc_to_a_full_disk_names_standard_output_and_what_it_holds(tiny_data, checkpoints, tmp_path):
+    """``> /dev/full`` (every write fails with ENOSPC): one line naming the failure, no traceback."""
+    text = tmp_path / "input.txt"
+    text.write_text("the cat sleeps .\nit is black .\n", encoding="utf-8")
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([tool("fairseq-ctx-translate-doc"), str(checkpoints["ctx_concat"]), "--data",
+                                 str(tiny_data), "--input", str(text), "--beam", "1", "--cpu"],
+                                stdout=full, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 1
+    assert ("fairseq-ctx-translate-doc: error: standard output could not be written after 0 translated lines (No "
+            "space left on device, errno 28): what it received is incomplete;") in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+
+
+def test_analyze_heads_into_a_directory_where_nothing_can_be_written_is_refused_before_loading(tiny_data,
+                                                                                              checkpoints, capsys):
+    """/sys refuses new files even to root (for whom os.access says yes to any directory)."""
+    with pytest.raises(SystemExit):
+        analyze_heads.main([str(checkpoints["ctx_concat"]), "--data", str(tiny_data), "--output-dir",
+                            "/sys/fairseq-ctx-heads"])
+    assert ("--output-dir /sys/fairseq-ctx-heads/heads.csv: no file can be written in /sys (Permission denied)"
+            in capsys.readouterr().err)
+
+
+def test_make_contrastive_without_context_is_refused(tmp_path, capsys):
+    from fairseq_ctx.cli import make_contrastive
+
+    with pytest.raises(SystemExit):
+        make_contrastive.main([str(tmp_path / "set"), "--context-size", "-1"])
+    assert "--context-size must be at least 1, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()
+
+
+def test_an_npz_archive_under_an_npy_name_is_named_as_one(tmp_path):
+    import numpy as np
+
+    from fairseq_ctx.embedding.embedding_file import EmbeddingFileError, read_embeddings
+    from fairseq_ctx.multisource.data.feature_file import FeatureInputError, open_features
+
+    archive = tmp_path / "features.npy"
+    with open(archive, "wb") as handle:
+        np.savez(handle, rows=np.zeros((3, 4), dtype=np.float32))
+    for read, error in ((read_embeddings, EmbeddingFileError), (open_features, FeatureInputError)):
+        with pytest.raises(error, match=re.escape(f"{archive} is a .npz archive (arrays: rows)")):
+            read(str(archive))
+
+
+def test_document_ids_that_differ_in_invisible_characters_are_shown_escaped(tmp_path):
+    from fairseq_ctx.context.data.docids import DocumentIdError, read_docids
+
+    docids = tmp_path / "train.docids"
+    docids.write_text("talk1\ntalk1\u200b\ntalk1\n", encoding="utf-8")
+    with pytest.raises(DocumentIdError, match=re.escape(
+            f"{docids}:3: document 'talk1' continues after document 'talk1\\u200b' started at line 2 (first seen at "
+            f"line 1)")) as error:
+        read_docids(str(docids), "train", 3)
+    assert "zero-width space" in str(error.value)
+
+
+def test_translate_document_names_what_is_not_a_list_of_sentences(tiny_data, checkpoints):
+    translator = hub.load(str(checkpoints["ctx_concat"]), data=str(tiny_data), cpu=True)
+    with pytest.raises(TypeError, match="^translate_document takes a document as a list of sentences .strings., got "
+                                        "NoneType$"):
+        translator.translate_document(None)
+    with pytest.raises(TypeError, match="^sentence 1 of the document is int, not a string"):
+        translator.translate_document(["the cat sleeps .", 7])
+
+
+def test_an_empty_voita_set_says_it_holds_no_groups(tmp_path):
+    from fairseq_ctx.context.contrastive.voita import ContrastiveInputError, read_voita
+
+    empty, other = tmp_path / "deixis_dev.json", tmp_path / "lex_cohesion_dev.json"
+    empty.write_text("[]", encoding="utf-8")
+    other.write_text('{"src": "a"}', encoding="utf-8")
+    with pytest.raises(ContrastiveInputError, match=re.escape(f"{empty}: the JSON list holds no groups")):
+        read_voita(str(empty))
+    with pytest.raises(ContrastiveInputError, match=re.escape("found a JSON object")):
+        read_voita(str(other))

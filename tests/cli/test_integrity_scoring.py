@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.conftest import build_multimodal
+from tests.helpers import build_multimodal
 from fairseq_ctx.cli import contrastive as contrastive_cli
 from fairseq_ctx.cli import score as score_cli
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError
@@ -137,14 +137,14 @@ def plain_set(directory, source, reference, contrastive):
 
 def test_contrastive_sets_with_empty_sentences_are_refused_in_every_format(tmp_path):
     """An empty correct candidate scores the log-probability of </s> alone and can win: one of
-    them moved an accuracy from 0.500 to 0.625."""
+    them moved an accuracy from 0.500 to 0.625. The message names the file the empty line is in."""
     files = plain_set(tmp_path, ["a b", "c d", "e f"], ["x y", "", "z w"], ["y x", "w w", "w z"])
     with pytest.raises(ContrastiveInputError, match=re.escape(
-            f"{files['source']}:2: the correct translation is empty; 1 of the 3 examples have an empty source or "
+            f"{files['reference']}:2: the correct translation is empty; 1 of the 3 examples have an empty source or "
             f"candidate. Every example needs a non-empty source sentence and non-empty candidate translations: fix or "
             f"remove those entries")):
         read_set("plain", **files)
-    with pytest.raises(SystemExit, match=r"fairseq-ctx-contrastive: .*src:2: the correct translation is empty"):
+    with pytest.raises(SystemExit, match=r"fairseq-ctx-contrastive: .*ref:2: the correct translation is empty"):
         contrastive_cli.main([str(tmp_path / "no-checkpoint.pt"), "--source", files["source"], "--reference",
                               files["reference"], "--contrastive", *files["contrastive"]])
     blocks = {"1": {"src": ["the dog sleeps .", ""], "trg": [
@@ -163,7 +163,7 @@ def test_contrastive_sets_with_empty_sentences_are_refused_in_every_format(tmp_p
     assert len(examples) == 1 and skipped == [f"{prefix}.fr:2"]  # no marked pronoun: skipped and reported
     write(tmp_path / "highlighted.test.en", ["it waits .", ""])
     (tmp_path / "highlighted.test.fr").write_text("<p>il</p> attend .\n<p>elle</p> dort .\n", encoding="utf-8")
-    with pytest.raises(ContrastiveInputError, match=re.escape(f"{prefix}.fr:2: the source sentence is empty")):
+    with pytest.raises(ContrastiveInputError, match=re.escape(f"{prefix}.en:2: the source sentence is empty")):
         read_set("scat", [str(prefix)])
 
 

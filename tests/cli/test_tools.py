@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import run_tool
+from tests.helpers import run_tool
 
 import fairseq_ctx
 from fairseq_ctx.context.data.prepare_docs import prepare

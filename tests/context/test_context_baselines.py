@@ -3,7 +3,7 @@ padding invariance, document-initial sentences, and stock fairseq-train/-generat
 import pytest
 import torch
 
-from tests.conftest import BASELINE_ARCHS, batch_of, build
+from tests.helpers import BASELINE_ARCHS, batch_of, build
 
 
 def encoder_out(model, net_input):

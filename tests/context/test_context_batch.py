@@ -4,7 +4,7 @@ empties every slot, and a context encoder refuses an entry it does not know."""
 import pytest
 import torch
 
-from tests.conftest import build
+from tests.helpers import build
 from fairseq_ctx.context.data.context_batch import NET_INPUT_NAMES, ContextInputs, TargetContextKey, TargetContextKeys
 from fairseq_ctx.context.data.own_translations import select_rows
 

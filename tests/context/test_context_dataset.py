@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import batch_of, build
+from tests.helpers import batch_of, build
 
 from fairseq_ctx.context.data.docids import read_docids
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import batch_of, build
+from tests.helpers import batch_of, build
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "context_op_count.py"
 

@@ -2,7 +2,7 @@
 document translation (API and console script), and the generated contrastive set."""
 import pytest
 
-from tests.conftest import run_tool
+from tests.helpers import run_tool
 
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.evaluation import evaluate

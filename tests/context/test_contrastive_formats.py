@@ -7,7 +7,7 @@ from typing import Dict, List
 
 import pytest
 
-from tests.conftest import run_tool
+from tests.helpers import run_tool
 
 from fairseq_ctx.cli.contrastive import main as contrastive_tool
 from fairseq_ctx.context import hub

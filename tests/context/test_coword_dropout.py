@@ -4,7 +4,7 @@ context entries, not from the masked source rows), and validation reads the sent
 import pytest
 import torch
 
-from tests.conftest import batch_of, build
+from tests.helpers import batch_of, build
 from fairseq_ctx.context.data.coword_dropout import coword_dropout
 
 RATE = 0.3

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import run_tool
+from tests.helpers import run_tool
 from fairseq_ctx.context import hub
 
 pytest.importorskip("ctxpro")

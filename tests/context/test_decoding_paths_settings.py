@@ -9,7 +9,7 @@ from typing import Dict, List
 import pytest
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import USER_DIR
+from tests.helpers import USER_DIR
 from fairseq_ctx.context import hub
 from tests.context.test_inference_paths import train
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from fairseq.modules import MultiheadAttention
 
-from tests.conftest import batch_of, build
+from tests.helpers import batch_of, build
 from fairseq_ctx.context.modules.context_attention import ContextAttention
 from fairseq_ctx.context.modules.empty_context import attendable, context_or_placeholder
 

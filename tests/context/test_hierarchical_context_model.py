@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from tests.conftest import batch_of, build
+from tests.helpers import batch_of, build
 from fairseq_ctx.analysis.model_hooks import ModelHooks
 from fairseq_ctx.context.data.context_batch import ContextInputs
 from fairseq_ctx.core.length_chunks import length_chunks

@@ -11,7 +11,7 @@ from fairseq.models import MODEL_REGISTRY
 from fairseq.utils import strip_pad
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.interactive import ContextUnavailableError, InteractiveDocuments
 from fairseq_ctx.context.models.context_transformer import ContextTransformerModel

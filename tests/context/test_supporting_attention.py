@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.conftest import build
+from tests.helpers import build
 from fairseq_ctx.cli.supporting_attention import main
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.example import ContrastiveInputError

@@ -9,7 +9,7 @@ import torch
 from fairseq import tasks
 from fairseq.data import Dictionary
 
-from tests.conftest import build, parse_cfg
+from tests.helpers import build, parse_cfg
 from fairseq_ctx.context.context_translation_task import ContextTranslationConfig, ContextTranslationTask
 from fairseq_ctx.context.data.context_examples import Example
 from fairseq_ctx.context.data.docids import DocumentIdError, read_docids

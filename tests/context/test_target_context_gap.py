@@ -16,7 +16,7 @@ from typing import Dict, List, Sequence, Tuple
 import pytest
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import USER_DIR, run_tool
+from tests.helpers import USER_DIR, run_tool
 
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus

@@ -11,7 +11,7 @@ import torch
 from fairseq.utils import strip_pad
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import USER_DIR
+from tests.helpers import USER_DIR
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.contrastive.discevalmt import read_discevalmt
 from fairseq_ctx.context.contrastive.evaluation import evaluate
@@ -269,7 +269,7 @@ def test_interactive_keeps_previous_lines_across_buffers_and_forgets_ended_docum
     previous two lines of the document, and a document's outputs are dropped once it ended."""
     from fairseq import tasks
 
-    from tests.conftest import parse_cfg
+    from tests.helpers import parse_cfg
     from fairseq_ctx.context.interactive import InteractiveDocuments
 
     task = tasks.setup_task(parse_cfg(tiny_data, "hmce", ["--target-context-size", "2"]).task)

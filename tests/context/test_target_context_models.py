@@ -8,7 +8,7 @@ from fairseq.data import data_utils
 from fairseq.models.transformer import TransformerDecoderBase, TransformerModel
 from omegaconf import open_dict
 
-from tests.conftest import batch_of, build
+from tests.helpers import batch_of, build
 from fairseq_ctx.context.models.concat import ConcatContextTransformer
 
 NO_DROPOUT = ["--dropout", "0", "--decoder-layers", "2"]

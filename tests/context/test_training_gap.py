@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import USER_DIR, build, make_data_bin, run_tool
+from tests.helpers import USER_DIR, build, make_data_bin, run_tool
 from devtools.in_process_tools import call_tool
 
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_tool
+from tests.helpers import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_tool
 from tests.embedding_helpers import TINY_TRANSFORMER
 from fairseq_ctx.context import hub
 from fairseq_ctx.core.checkpoint_loading import CheckpointError

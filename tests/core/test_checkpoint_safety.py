@@ -3,7 +3,7 @@ weights-only loading once the plugin is imported."""
 import numpy as np
 import torch
 
-from tests.conftest import TINY_MODEL, USER_DIR, run_tool
+from tests.helpers import TINY_MODEL, USER_DIR, run_tool
 
 
 def test_eval_bleu_checkpoint_loads_weights_only(tiny_data, tmp_path):

@@ -17,7 +17,7 @@ from fairseq import options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 
-from tests.conftest import run_tool, tool
+from tests.helpers import run_tool, tool
 from tests.production_matrix import TASK_FIXTURES, per_update, plugin_archs, task_of, train_args
 
 from fairseq_ctx.analysis.cka import cka, hsic, mean_pairwise_linear_hsic, pairwise_linear_hsic, srip

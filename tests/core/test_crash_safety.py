@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from fairseq_ctx.core.atomic_checkpoint import atomic_copy
 from tests.production_matrix import fairseq_train, finish, per_update, start
 

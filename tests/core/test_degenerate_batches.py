@@ -9,7 +9,7 @@ import torch
 from fairseq import metrics, tasks
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import USER_DIR, TINY_MODEL, parse_cfg
+from tests.helpers import USER_DIR, TINY_MODEL, parse_cfg
 from fairseq_ctx.analysis.cka import cka, mean_pairwise_linear_hsic, sample_paired_rows, sample_rows
 
 HSIC_ARGS = ["--criterion", "head_diversity", "--hsic-lambda", "0.01", "--ortho-lambda", "0.5"]

@@ -6,14 +6,18 @@ behaviour is seen, switched on, the fix's."""
 import contextlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+from typing import List
 
 import pytest
 
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from devtools.in_process_tools import call_tool
 from fairseq_ctx.core.fixes import BY_NAME, FIXES, OFF_ENV, STOCK_TASKS_ENV, install_fixes, listing
+
 
 @contextlib.contextmanager
 def switched_off(name: str):
@@ -177,3 +181,221 @@ def test_cpu_mixed_precision_off_trains_amp_in_float32(tiny_data):
     with switched_off("cpu-mixed-precision"):
         assert autocast_dtype() is None  # stock fairseq: --amp on the CPU trains in float32
     assert autocast_dtype() == torch.bfloat16
+
+
+def copy_killed_half_way(monkeypatch):
+    """Every copy in this process writes half of its source, then fails (a kill or a full disk mid-copy)."""
+    import shutil
+
+    def half(source, destination):
+        with open(source, "rb") as reader, open(destination, "wb") as writer:
+            copy_half(reader, writer)
+
+    def copy_half(reader, writer, length=0):
+        data = reader.read()
+        writer.write(data[:len(data) // 2])
+        raise OSError("killed mid-copy")
+
+    monkeypatch.setattr(shutil, "copyfile", half)
+    monkeypatch.setattr(shutil, "copyfileobj", copy_half)
+
+
+def test_atomic_checkpoint_writes_off_a_copy_killed_mid_way_truncates_the_last_checkpoint(tmp_path, monkeypatch):
+    from fairseq import checkpoint_utils
+
+    new, last = tmp_path / "checkpoint_3_300.pt", tmp_path / "checkpoint_last.pt"
+    new.write_bytes(b"n" * 1000)
+    copy_killed_half_way(monkeypatch)
+
+    def copy_over_the_last_checkpoint() -> bytes:
+        last.write_bytes(b"o" * 1000)
+        with pytest.raises(OSError, match="killed mid-copy"):
+            checkpoint_utils.PathManager.copy(str(new), str(last), overwrite=True)
+        return last.read_bytes()
+
+    with switched_off("atomic-checkpoint-writes"):
+        assert copy_over_the_last_checkpoint() == b"n" * 500  # stock: the old file is gone, half the new one there
+    install_fixes()
+    assert copy_over_the_last_checkpoint() == b"o" * 1000
+
+
+def test_checked_checkpoint_reads_off_a_truncated_checkpoint_fails_inside_torch(tmp_path):
+    from fairseq import checkpoint_utils
+
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError
+
+    train(*tiny_train_args(tmp_path))
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes((tmp_path / "run" / "checkpoint_last.pt").read_bytes()[:5000])
+    with switched_off("checked-checkpoint-reads"):
+        with pytest.raises(Exception) as stock:
+            checkpoint_utils.load_checkpoint_to_cpu(str(truncated))
+    assert not isinstance(stock.value, CheckpointError) and str(truncated) not in str(stock.value)
+    install_fixes()
+    with pytest.raises(CheckpointError, match=re.escape(str(truncated))):
+        checkpoint_utils.load_checkpoint_to_cpu(str(truncated))
+
+
+def tiny_train_args(tmp_path):
+    from tests.helpers import CorpusSizes, make_data_bin
+
+    data = make_data_bin(tmp_path / "data", CorpusSizes(train=8, valid=2, test=2))
+    return (data, tmp_path / "run", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1")
+
+
+def test_checkpoint_settings_off_loads_a_checkpoint_into_reordered_dictionaries(tmp_path):
+    from fairseq import checkpoint_utils
+
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError
+
+    data, run, *rest = tiny_train_args(tmp_path)
+    train(data, run, *rest)
+    swapped = tmp_path / "swapped"
+    shutil.copytree(data, swapped)
+    for dictionary in swapped.glob("dict.*.txt"):
+        lines = dictionary.read_text(encoding="utf-8").splitlines(keepends=True)
+        lines[0], lines[1] = lines[1], lines[0]
+        dictionary.write_text("".join(lines), encoding="utf-8")
+    checkpoint = str(run / "checkpoint_last.pt")
+    with switched_off("checkpoint-settings"):
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], {"data": str(swapped)})
+    assert models and task.source_dictionary.symbols[4] != task.source_dictionary.symbols[5]  # loaded, silently
+    install_fixes()
+    with pytest.raises(CheckpointError, match="dictionary read from .* is not the one .* was trained with"):
+        checkpoint_utils.load_model_ensemble_and_task([checkpoint], {"data": str(swapped)})
+
+
+def test_one_training_per_save_dir_off_a_second_training_writes_into_a_held_save_dir(tmp_path):
+    import fcntl
+
+    from fairseq_ctx.core.save_dir_lock import SaveDirInUseError, release_save_dir
+
+    data, run, *rest = tiny_train_args(tmp_path)
+    run.mkdir()
+    held = os.open(run, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another training's process holds it
+    try:
+        with switched_off("one-training-per-save-dir"):
+            train(data, run, *rest)
+        assert (run / "checkpoint_last.pt").is_file()  # stock: written beside the other training's files
+        (run / "checkpoint_last.pt").unlink()
+        with pytest.raises(SaveDirInUseError, match=f"--save-dir {run} is in use by another training"):
+            train(data, run, *rest)
+        assert not (run / "checkpoint_last.pt").exists()
+    finally:
+        os.close(held)
+        release_save_dir()
+
+
+def test_interactive_utf8_reader_off_stops_at_a_bare_unicode_decode_error(tmp_path):
+    import fairseq_cli.interactive as interactive
+
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"a good line\nbad \xff byte\n")
+    with switched_off("interactive-utf8-reader"):
+        with pytest.raises(UnicodeDecodeError):
+            list(interactive.buffered_read(str(source), 10))
+    install_fixes()
+    with pytest.raises(Exception, match=rf"^{re.escape(str(source))}:2: not valid UTF-8") as fixed:
+        list(interactive.buffered_read(str(source), 10))
+    assert not isinstance(fixed.value, UnicodeDecodeError)
+
+
+BACKGROUND_PROBE = """
+import atexit, os, sys, threading, time
+from fairseq.data.iterators import BufferedIterator
+import fairseq_ctx
+fairseq_ctx.register()
+class Endless:  # batches that never run out, collated slowly
+    def __len__(self):
+        return 10 ** 9
+    def __iter__(self):
+        while True:
+            time.sleep(0.001)
+            yield 0
+batches = BufferedIterator(2, Endless())
+next(batches)
+def report():  # registered first, so run last of the exit functions
+    print("ALIVE", any(t.is_alive() for t in threading.enumerate() if type(t).__name__ == "BackgroundConsumer"))
+    sys.stdout.flush()
+atexit.register(report)
+from fairseq_ctx.core.fixes import install_fixes
+install_fixes()
+"""
+
+
+def test_background_batch_exit_off_leaves_the_batch_thread_running_at_exit():
+    def alive_at_exit(environment: dict) -> str:
+        env = {**os.environ, **environment}
+        result = subprocess.run([sys.executable, "-c", BACKGROUND_PROBE], capture_output=True, text=True, env=env,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout.split()[-1]
+
+    assert alive_at_exit({OFF_ENV: "background-batch-exit"}) == "True"
+    assert alive_at_exit({OFF_ENV: ""}) == "False"
+
+
+def test_checkpoint_allow_list_off_weights_only_loading_refuses_a_fairseq_checkpoint(tmp_path):
+    import argparse
+    import pickle
+
+    import torch
+
+    path = tmp_path / "namespace.pt"
+    torch.save({"args": argparse.Namespace(arch="transformer"), "model": {}}, path)
+    with switched_off("checkpoint-allow-list"):
+        with pytest.raises(pickle.UnpicklingError, match="Namespace"):
+            torch.load(path, weights_only=True)
+    install_fixes()
+    assert torch.load(path, weights_only=True)["args"].arch == "transformer"
+
+
+TIMES = [(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| "), ""),  # the logger's time stamp
+         (re.compile(r"\b(wps|ups|wall|train_wall|gb_free)([= ])[\d.]+"), r"\1\2T"),
+         (re.compile(r"[\d.]+ seconds"), "T seconds"),
+         (re.compile(r"\buser_dir(': |=)('[^']*'|None)"), r"user_dir\1U")]
+
+
+def without_times(line: str) -> str:
+    for pattern, replacement in TIMES:
+        line = pattern.sub(replacement, line)
+    return line
+
+
+def stock_translation_run(tiny_data, save_dir, updates: int, user_dir: bool, environment=None):
+    """fairseq-train --task translation to ``updates``: its exit status and log lines without times
+    (fairseq logs to stdout), --save-dir and --user-dir."""
+    from tests.helpers import tool
+
+    env = {k: v for k, v in os.environ.items() if k not in (OFF_ENV, STOCK_TASKS_ENV)}
+    result = subprocess.run(
+        [tool("fairseq-train"), str(tiny_data), *(["--user-dir", USER_DIR] if user_dir else []), "--task",
+         "translation", "--arch", "transformer", *TINY_MODEL, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens",
+         "300", "--max-update", str(updates), "--seed", "1", "--cpu", "--num-workers", "0", "--log-format", "simple",
+         "--log-interval", "1", "--save-dir", str(save_dir)],
+        capture_output=True, text=True, env={**env, **(environment or {})})
+    return result.returncode, [without_times(line).replace(str(save_dir), "SAVE_DIR")
+                               for line in (result.stdout + result.stderr).splitlines()]
+
+
+def test_a_stock_task_under_user_dir_trains_logs_and_resumes_exactly_as_stock_fairseq(tiny_data, tmp_path):
+    """The same log and weights; and the same failed resume: stock fairseq 0.12 cannot read its own
+    checkpoint under torch >= 2.6 (weights-only loading), with or without --user-dir, unless the
+    fixes are asked for stock tasks."""
+    import torch
+
+    from fairseq_ctx.core.checkpoint_safety import fairseq_checkpoint_globals
+
+    runs = {name: tmp_path / name for name in ("stock", "plugin", "requested")}
+    first = {name: stock_translation_run(tiny_data, runs[name], 3, name != "stock") for name in runs}
+    assert first["stock"][0] == 0 and [line for line in first["stock"][1] if "num_updates=3" in line]
+    assert first["plugin"] == first["stock"]
+    with torch.serialization.safe_globals(fairseq_checkpoint_globals()):
+        a, b = (torch.load(runs[run] / "checkpoint_last.pt", weights_only=True) for run in ("stock", "plugin"))
+    assert a["model"].keys() == b["model"].keys() and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    resumed = {name: stock_translation_run(tiny_data, runs[name], 5, name != "stock") for name in ("stock", "plugin")}
+    assert resumed["stock"][0] != 0 and "Weights only load failed" in "\n".join(resumed["stock"][1])
+    assert resumed["plugin"] == resumed["stock"]
+    status, lines = stock_translation_run(tiny_data, runs["requested"], 5, True, {STOCK_TASKS_ENV: "1"})
+    assert status == 0 and [line for line in lines if "num_updates=5" in line]

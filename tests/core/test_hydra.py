@@ -25,7 +25,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from tests.conftest import EMBEDDING_PAIRS, USER_DIR, run_tool
+from tests.helpers import EMBEDDING_PAIRS, USER_DIR, run_tool
 from fairseq_ctx.context import hub
 from fairseq_ctx.core.hydra_model_config import complete_model_config, model_options
 from tests.production_matrix import TASK_FIXTURES, arch_params, plugin_archs

@@ -10,7 +10,7 @@ import torch
 from fairseq.data import Dictionary
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import TINY_MODEL, USER_DIR, build, make_data_bin
+from tests.helpers import TINY_MODEL, USER_DIR, build, make_data_bin
 from fairseq_ctx.context import hub
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
 from fairseq_ctx.core.checkpoint_loading import CheckpointError

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from fairseq_ctx.context import hub
 
 TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--max-update", "1", "--cpu", "--seed", "1",

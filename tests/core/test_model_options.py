@@ -10,7 +10,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models import MODEL_DATACLASS_REGISTRY, MODEL_REGISTRY
 from omegaconf import OmegaConf
 
-from tests.conftest import TINY_MODEL, USER_DIR, build, build_multimodal
+from tests.helpers import TINY_MODEL, USER_DIR, build, build_multimodal
 
 MODELS = ["hierarchical_context_transformer", "context_concat_transformer", "document_aware_transformer",
           "hierarchical_attention_transformer", "document_context_transformer", "multisource_transformer",

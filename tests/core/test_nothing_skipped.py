@@ -14,7 +14,7 @@ from fairseq.data import data_utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR
+from tests.helpers import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR
 from fairseq_ctx.core.complete_batches import complete_batches
 
 # --batch-size 128 (the size of the report), a batch size below the multiple, a token budget

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from devtools.in_process_tools import call_tool
 from fairseq_ctx.core.save_dir_lock import SaveDirInUseError
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from tests.production_matrix import (
     TASK_FIXTURES, arch_params, fairseq_train, finish, free_port, per_update, rank_runner, start, train_args,
 )

@@ -8,7 +8,7 @@ import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from tests.conftest import USER_DIR
+from tests.helpers import USER_DIR
 from tests.production_matrix import TASK_FIXTURES, arch_params, plugin_archs
 
 RELATIVE_TOLERANCE = {torch.float16: 0.02, torch.bfloat16: 0.05}

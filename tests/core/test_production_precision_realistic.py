@@ -31,7 +31,7 @@ import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from tests.conftest import USER_DIR, batch_of, build, run_tool
+from tests.helpers import USER_DIR, batch_of, build, run_tool
 from tests.embedding_helpers import build_embedding_model
 from tests.production_matrix import plugin_archs, task_of
 from fairseq_ctx.embedding.distance_constraint import cnv_distance_terms, mde_distance_terms

@@ -5,7 +5,7 @@ import logging
 
 import torch
 
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from devtools.in_process_tools import call_tool
 from fairseq_ctx.core.checkpoint_loading import training_progress
 

@@ -13,7 +13,7 @@ from fairseq import metrics
 from fairseq.data import Dictionary
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import TINY_MODEL, USER_DIR, build, build_multimodal
+from tests.helpers import TINY_MODEL, USER_DIR, build, build_multimodal
 from fairseq_ctx.cli import doc_classify, prepare_docs, translate_doc
 from fairseq_ctx.context.data.docids import DocumentIdError, read_docids
 from fairseq_ctx.context.sentence_init_rows import MIN_OVERLAP

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import EMBEDDING_PAIRS, USER_DIR, run_tool
+from tests.helpers import EMBEDDING_PAIRS, USER_DIR, run_tool
 from tests.embedding_helpers import TINY_TRANSFORMER, build_embedding_model, one_torch_thread  # noqa: F401
 from fairseq_ctx.embedding.doc_classify import accuracy_matrix
 from fairseq_ctx.embedding.embedder import Embedder, embed_file

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from devtools.in_process_tools import call_tool
-from tests.conftest import USER_DIR, build_multimodal, run_tool
+from tests.helpers import USER_DIR, build_multimodal, run_tool
 from fairseq_ctx.multisource.data.feature_file import FeatureInputError
 
 pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)

@@ -9,7 +9,7 @@ from typing import List
 
 import pytest
 
-from tests.conftest import TINY_MODEL, USER_DIR
+from tests.helpers import TINY_MODEL, USER_DIR
 from devtools.in_process_tools import call_tool
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
 from fairseq_ctx.multisource.data.feature_file import FeatureInputError
@@ -72,7 +72,7 @@ def test_the_tools_read_the_trained_inputs_from_the_checkpoint_too(multimodal_da
     inputs come from the checkpoint (adversarial shuffles each of them)."""
     import json
 
-    from tests.conftest import run_tool
+    from tests.helpers import run_tool
 
     out = tmp_path / "attention"
     run_tool(["fairseq-ctx-attention-plot", str(multimodal_data), "--path", str(checkpoint), "--sentences", "0,1",
@@ -84,7 +84,7 @@ def test_the_tools_read_the_trained_inputs_from_the_checkpoint_too(multimodal_da
 
 
 def test_an_attention_plot_layer_the_decoder_does_not_have_is_refused(multimodal_data, checkpoint, tmp_path):
-    from tests.conftest import run_tool
+    from tests.helpers import run_tool
 
     result = run_tool(["fairseq-ctx-attention-plot", str(multimodal_data), "--path", str(checkpoint), "--layer", "99",
                        "--out", str(tmp_path / "attention")], check=False)

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import build_multimodal
+from tests.helpers import build_multimodal
 from tests.production_matrix import TINY_RNN
 
 IMAGINATION = ["--criterion", "imagination", "--label-smoothing", "0.1", "--imagination-margin", "0.3",

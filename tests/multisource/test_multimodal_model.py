@@ -7,7 +7,7 @@ from fairseq.modules import LayerNorm, MultiheadAttention
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from omegaconf import OmegaConf
 
-from tests.conftest import build_multimodal
+from tests.helpers import build_multimodal
 from fairseq_ctx.multisource.transformer import transformer_state_to_multisource
 from fairseq_ctx.multisource.transformer_layers import MultiSourceDecoderLayer
 from fairseq_ctx.multisource.modules.multi_input_attention import COMBINATIONS, MultiInputAttention
@@ -79,7 +79,7 @@ def test_input_weights_are_distributions_and_hierarchical_uses_beta(combination)
 def test_text_only_model_equals_plain_transformer(multimodal_data):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from tests.conftest import TINY_MODEL, USER_DIR
+    from tests.helpers import TINY_MODEL, USER_DIR
 
     task, ours, _ = build_multimodal(multimodal_data, task_args=())
     parser = options.get_training_parser()

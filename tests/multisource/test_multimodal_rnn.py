@@ -10,7 +10,7 @@ import torch
 
 from tests.production_matrix import TINY_RNN as RNN
 from devtools.in_process_tools import call_tool
-from tests.conftest import USER_DIR, build_multimodal
+from tests.helpers import USER_DIR, build_multimodal
 
 
 @pytest.mark.parametrize("combination,sentinel", [("concat", False), ("flat", True), ("hierarchical", False),

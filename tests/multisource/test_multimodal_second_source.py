@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from fairseq.data import indexed_dataset
 
-from tests.conftest import build_multimodal
+from tests.helpers import build_multimodal
 from fairseq_ctx.multisource.adversarial import shuffle_text
 from fairseq_ctx.multisource.multimodal_translation_task import MultimodalTranslationTask
 

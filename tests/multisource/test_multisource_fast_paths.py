@@ -6,7 +6,7 @@ import torch
 from fairseq.modules import MultiheadAttention
 from fairseq.sequence_generator import SequenceGenerator
 
-from tests.conftest import build_multimodal
+from tests.helpers import build_multimodal
 from fairseq_ctx.multisource.transformer_layers import MultiSourceEncoder
 from fairseq_ctx.multisource.modules import multi_input_attention
 from fairseq_ctx.multisource.modules.factored_attention import factored_attention, factored_attention_is_cheaper

@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from tests.conftest import build_multimodal
+from tests.helpers import build_multimodal
 from fairseq_ctx.multisource.modules.multi_input_attention import MultiInputAttention
 
 IMG_AND_FR = ("--feature-inputs", "img", "--extra-source-langs", "fr", "--extra-source-dict", "own")

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import BIN_DIR
+from tests.helpers import BIN_DIR
 from devtools.seed_statistics import direction_verdict, no_cost_verdict, paired_t_test
 from tests.recipes.test_recipe_multi30k_multisource import SMALL, write_fixture
 

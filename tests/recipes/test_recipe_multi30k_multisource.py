@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import BIN_DIR
+from tests.helpers import BIN_DIR
 from devtools.machine_facts import MachineFacts
 from devtools.plateau_rule import BLEU_PLATEAU, checkpoint_updates
 from devtools.recipe_runs import chosen_precision

@@ -31,7 +31,9 @@ class ContrastiveExample:
     strictly highest (Müller et al. (2018); Bawden et al. (2018); Voita et al. (2019)).
 
     ``labels`` maps a breakdown (e.g. ``ante distance``) to this example's value; ``group`` ties
-    examples the set scores together (a DiscEvalMT block); ``origin`` locates it in the input."""
+    examples the set scores together (a DiscEvalMT block); ``origin`` locates it in the input, and
+    ``origins`` each of its parts (``source``, ``correct``, ``contrastive``) where they come from
+    other files (``file:line``)."""
 
     source: str
     source_context: List[str]
@@ -40,6 +42,11 @@ class ContrastiveExample:
     labels: Dict[str, str] = field(default_factory=dict)
     group: Optional[str] = None
     origin: str = ""
+    origins: Dict[str, str] = field(default_factory=dict)
+
+    def where(self, part: str) -> str:
+        """The ``file:line`` of one part of the example (``origin`` where the set has one place)."""
+        return self.origins.get(part, self.origin)
 
     @property
     def candidates(self) -> List[Candidate]:
@@ -81,11 +88,11 @@ def check_examples(examples: Sequence[ContrastiveExample]) -> None:
     problems = []
     for example in examples:
         if not example.source.strip():
-            problems.append(f"{example.origin}: the source sentence is empty")
+            problems.append(f"{example.where('source')}: the source sentence is empty")
         elif not example.correct.target.strip():
-            problems.append(f"{example.origin}: the correct translation is empty")
+            problems.append(f"{example.where('correct')}: the correct translation is empty")
         elif any(not candidate.target.strip() for candidate in example.contrastive):
-            problems.append(f"{example.origin}: a contrastive translation is empty")
+            problems.append(f"{example.where('contrastive')}: a contrastive translation is empty")
     if problems:
         raise ContrastiveInputError(
             f"{problems[0]}; {len(problems)} of the {len(examples)} examples have an empty source or candidate"

@@ -38,5 +38,6 @@ def read_contrastive_set(source: str, reference: str, contrastive: Sequence[str]
             contrastive=[Candidate(v) for v in variants],
             labels={"category": column("--categories", categories).strip()} if categories else {},
             origin=f"{source}:{line_no + 1}",
+            origins={"source": f"{source}:{line_no + 1}", "correct": f"{reference}:{line_no + 1}"},
         ))
     return examples

@@ -89,6 +89,7 @@ def read_scat(prefix: str, source_lang: str = "en",
             labels={"pronoun": distinct.pop() if len(distinct) == 1 else "mixed",
                     "support": support_of(target, target_context)},
             origin=where,
+            origins={"source": f"{paths['source']}:{line}"},
         ))
     return examples, skipped
 

@@ -44,13 +44,20 @@ def check_group(json_path: str, number: int, group: Any) -> None:
                                     f"got {index!r}")
 
 
+JSON_KINDS = {dict: "object", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
 def read_voita(json_path: str, text_dir: Optional[str] = None) -> List[ContrastiveExample]:
     """Read one consistency test set; with ``text_dir``, the text from ``{text_dir}/{name}.src``
     and ``.dst`` (one line per candidate, groups in the JSON's order)."""
     groups = load_json(json_path)
-    if not isinstance(groups, list) or not groups:
+    if not isinstance(groups, list):
         raise ContrastiveInputError(f"{json_path}: expected a JSON list of groups (Voita et al.'s "
-                                    f"consistency_testsets/*.json)")
+                                    f"consistency_testsets/*.json), found a JSON {JSON_KINDS.get(type(groups), 'value')}")
+    if not groups:
+        raise ContrastiveInputError(f"{json_path}: the JSON list holds no groups, so there is nothing to score; give "
+                                    f"a consistency test set of Voita et al. (consistency_testsets/*.json), whose "
+                                    f"groups each list a source 'src', candidates 'dst' and 'true_ind'")
     for number, group in enumerate(groups):
         check_group(json_path, number, group)
     name = os.path.splitext(os.path.basename(json_path))[0]

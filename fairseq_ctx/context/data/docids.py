@@ -54,14 +54,22 @@ def read_docids(path: str, split: str, expected_count: int) -> np.ndarray:
         if doc != previous:
             if doc in seen:
                 raise DocumentIdError(
-                    f"context_translation: {path}:{line_no}: document '{doc}' continues after "
-                    f"another document started (first seen at line {seen[doc]}); the sentences "
-                    f"of a document must be contiguous and in order"
+                    f"context_translation: {path}:{line_no}: document {shown(doc)} continues after "
+                    f"document {shown(previous)} started at line {seen[previous]} (first seen at line "
+                    f"{seen[doc]}); the sentences of a document must be contiguous and in order"
+                    + (" (the ids are shown escaped: they hold characters that do not print, such as a "
+                       "zero-width space)" if not (doc.isprintable() and previous.isprintable()) else "")
                 )
             seen[doc] = line_no
             previous = doc
         codes[line_no - 1] = len(seen) - 1
     return codes
+
+
+def shown(doc: str) -> str:
+    """A document id as a message shows it: quoted, characters that do not print (zero-width
+    spaces, control characters) escaped so that two ids that look alike can be told apart."""
+    return repr(doc) if doc.isprintable() else ascii(doc)
 
 
 def document_positions(codes: np.ndarray) -> np.ndarray:

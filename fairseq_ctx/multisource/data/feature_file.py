@@ -32,6 +32,12 @@ def open_features(path: str) -> np.ndarray:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as err:
         raise FeatureInputError(f"feature file {path} is not a plain .npy array: {err}") from err
+    if isinstance(array, np.lib.npyio.NpzFile):
+        names = ", ".join(array.files)
+        array.close()
+        raise FeatureInputError(f"feature file {path} is a .npz archive (arrays: {names}), not one .npy array; save "
+                                f"the features with numpy.save, or take one array out: "
+                                f"numpy.save(OUT, numpy.load({path!r})[NAME])")
     if array.ndim not in (2, 3):
         raise FeatureInputError(f"feature file {path} has shape {array.shape}; expected (n, d) or (n, R, d)")
     if array.dtype not in FEATURE_DTYPES:
