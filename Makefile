@@ -29,7 +29,7 @@ test: setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 test-full: setup
-	$(BIN)/python -m pytest -q -m full_matrix tests
+	$(BIN)/python -m pytest -q -m "full_matrix or long" tests
 
 benchmark: setup
 	$(BIN)/python benchmarks/context_speed.py
