@@ -1,4 +1,4 @@
-"""Cost of crash-safe checkpoint writes (``fairseq_ctx/core/atomic_checkpoint.py``) against
+"""Cost of crash-safe checkpoint writes (``fairseq_ctx/core/fixes/atomic_checkpoint_writes.py``) against
 fairseq's plain ones, for a checkpoint of the ``ct_mde`` thesis size (246M parameters).
 
 Each variant does what fairseq's ``save_checkpoint`` does at a save: ``torch_persistent_save``
@@ -57,7 +57,7 @@ def main() -> None:
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
 
-    from fairseq_ctx.core.atomic_checkpoint import AtomicCheckpointPathManager
+    from fairseq_ctx.core.fixes.atomic_checkpoint_writes import AtomicCheckpointPathManager
     from fairseq_ctx.core.checkpoint_loading import damage
 
     installed = checkpoint_utils.PathManager

@@ -115,7 +115,7 @@ def checkpoint_updates(path: Path) -> int:
     if not path.exists():
         return 0
     from fairseq_ctx.core.checkpoint_loading import training_progress
-    from fairseq_ctx.core.checkpoint_safety import allow_fairseq_checkpoints
+    from fairseq_ctx.core.fixes.checkpoint_allow_list import allow_fairseq_checkpoints
 
     allow_fairseq_checkpoints()
     progress = training_progress(str(path))

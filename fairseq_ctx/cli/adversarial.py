@@ -51,7 +51,7 @@ def main(argv=None) -> None:
     logger = configure_tool_logging("adversarial")
     from fairseq_ctx.core.checkpoint_loading import CheckpointError, check_task, read_checkpoint
     from fairseq_ctx.core.tool_loading import resolve_checkpoint
-    from fairseq_ctx.core.fairseq_checkpoint_hooks import saved_task_config
+    from fairseq_ctx.core.fixes.checkpoint_hooks import saved_task_config
     from fairseq_ctx.core.fixes import install_fixes
     from fairseq_ctx.multisource.adversarial import DecodeOptions, adversarial_evaluation
     from fairseq_ctx.multisource.multimodal_translation_task import trained_inputs

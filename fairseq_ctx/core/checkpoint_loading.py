@@ -1,11 +1,11 @@
 """The one checkpoint reader: every checkpoint read by our code (the hub, the tools,
 --pretrained-sentence-checkpoint, the analyses) and, through the hooks of
-``fairseq_checkpoint_hooks``, by stock fairseq (``fairseq-generate``/``-interactive --path``,
+``fixes.checkpoint_hooks``, by stock fairseq (``fairseq-generate``/``-interactive --path``,
 ``fairseq-train --restore-file`` / ``--finetune-from-model``) goes through :func:`load_state`.
 Before the file is used, every entry of its torch archive is checked against its CRC (torch
 itself loads a file with overwritten bytes silently), so an unreadable or damaged file or a
 checkpoint of another task fails before any model is built, with an error that names the file,
-says what is wrong and how to fix it. Weights-only loading stays on (see checkpoint_safety):
+says what is wrong and how to fix it. Weights-only loading stays on (see fixes.checkpoint_allow_list):
 torch's refusal of a pickle that would run code is passed on unchanged."""
 import hashlib
 import os
@@ -17,7 +17,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from fairseq import checkpoint_utils, utils
 
-from fairseq_ctx.core.wrapping import stock
+from fairseq_ctx.core.fixes.wrapping import stock
 
 
 class CheckpointError(ValueError):

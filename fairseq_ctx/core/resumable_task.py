@@ -21,7 +21,7 @@ model's embedding rows follow (``checkpoint_loading.dictionary_fingerprint``), a
 symbols in order (so that a mismatch names its first differing entry); ``core.checkpoint_loading``
 uses the one to find the dictionaries and the others to check that they are the ones the model
 was trained with, for the package's tools, for stock fairseq-generate / -interactive / -validate
-(``--path``, through ``fairseq_checkpoint_hooks``) and for a resumed fairseq-train
+(``--path``, through ``fixes.checkpoint_hooks``) and for a resumed fairseq-train
 (:meth:`ResumableTask.set_checkpoint_dict`).
 
 Sharded decoding. ``fairseq-generate --num-shards N --shard-id K`` is documented to decode one

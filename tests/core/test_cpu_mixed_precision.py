@@ -93,10 +93,10 @@ def test_every_arch_trains_under_amp_in_bfloat16(arch, request, tmp_path):
 
 
 def test_training_states_its_precision(tiny_data, tmp_path, caplog):
-    with caplog.at_level(logging.INFO, logger="fairseq_ctx.core.mixed_precision"):
+    with caplog.at_level(logging.INFO, logger="fairseq_ctx.core.fixes.cpu_mixed_precision"):
         for amp in (False, True):
             build_trainer(tiny_data, "context_translation", "hmce", amp, tmp_path / str(amp))
-    lines = [r.getMessage() for r in caplog.records if r.name == "fairseq_ctx.core.mixed_precision"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "fairseq_ctx.core.fixes.cpu_mixed_precision"]
     assert lines[0].startswith("training precision: float32")
     assert lines[1].startswith("training precision: bfloat16 mixed precision on the CPU (--amp)")
 
@@ -104,7 +104,7 @@ def test_training_states_its_precision(tiny_data, tmp_path, caplog):
 @pytest.mark.parametrize("native", [False, True])
 def test_a_cpu_without_native_bfloat16_is_warned(native, tiny_data, tmp_path, caplog, monkeypatch):
     monkeypatch.setenv(NATIVE_BFLOAT16_ENV, str(int(native)))
-    with caplog.at_level(logging.INFO, logger="fairseq_ctx.core.mixed_precision"):
+    with caplog.at_level(logging.INFO, logger="fairseq_ctx.core.fixes.cpu_mixed_precision"):
         build_trainer(tiny_data, "context_translation", "hmce", True, tmp_path)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     if native:

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.helpers import TINY_MODEL, USER_DIR
-from fairseq_ctx.core.atomic_checkpoint import atomic_copy
+from fairseq_ctx.core.fixes.atomic_checkpoint_writes import atomic_copy
 from tests.production_matrix import fairseq_train, finish, per_update, start
 
 CHILD = r"""

@@ -268,7 +268,7 @@ def test_checkpoint_settings_off_loads_a_checkpoint_into_reordered_dictionaries(
 def test_one_training_per_save_dir_off_a_second_training_writes_into_a_held_save_dir(tmp_path):
     import fcntl
 
-    from fairseq_ctx.core.save_dir_lock import SaveDirInUseError, release_save_dir
+    from fairseq_ctx.core.fixes.one_training_per_save_dir import SaveDirInUseError, release_save_dir
 
     data, run, *rest = tiny_train_args(tmp_path)
     run.mkdir()
@@ -385,7 +385,7 @@ def test_a_stock_task_under_user_dir_trains_logs_and_resumes_exactly_as_stock_fa
     fixes are asked for stock tasks."""
     import torch
 
-    from fairseq_ctx.core.checkpoint_safety import fairseq_checkpoint_globals
+    from fairseq_ctx.core.fixes.checkpoint_allow_list import fairseq_checkpoint_globals
 
     runs = {name: tmp_path / name for name in ("stock", "plugin", "requested")}
     first = {name: stock_translation_run(tiny_data, runs[name], 3, name != "stock") for name in runs}

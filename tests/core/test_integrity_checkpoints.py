@@ -19,7 +19,7 @@ from tests.helpers import EMBEDDING_PAIRS, TINY_MODEL, USER_DIR, build, run_tool
 from tests.embedding_helpers import TINY_TRANSFORMER
 from fairseq_ctx.context import hub
 from fairseq_ctx.core.checkpoint_loading import CheckpointError
-from fairseq_ctx.core.fairseq_checkpoint_hooks import newest_complete_checkpoint
+from fairseq_ctx.core.fixes.checkpoint_hooks import newest_complete_checkpoint
 
 TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "500", "--cpu", "--seed", "1",
          "--no-epoch-checkpoints", "--log-format", "none"]

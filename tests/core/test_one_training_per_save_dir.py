@@ -9,9 +9,9 @@ import pytest
 
 from tests.helpers import TINY_MODEL, USER_DIR
 from devtools.in_process_tools import call_tool
-from fairseq_ctx.core.save_dir_lock import SaveDirInUseError
+from fairseq_ctx.core.fixes.one_training_per_save_dir import SaveDirInUseError
 
-HOLD = ("import sys; from fairseq_ctx.core.save_dir_lock import lock_save_dir; lock_save_dir(sys.argv[1]); "
+HOLD = ("import sys; from fairseq_ctx.core.fixes.one_training_per_save_dir import lock_save_dir; lock_save_dir(sys.argv[1]); "
         "print('held', flush=True); sys.stdin.read()")
 
 

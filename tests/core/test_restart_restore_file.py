@@ -28,7 +28,7 @@ def test_a_restarted_restore_file_command_resumes_its_own_checkpoint(tiny_data, 
     last = run / "checkpoint_last.pt"
     assert training_progress(str(last))[0] == 6
     before = last.read_bytes()
-    with caplog.at_level(logging.WARNING, logger="fairseq_ctx.core.fairseq_checkpoint_hooks"):
+    with caplog.at_level(logging.WARNING, logger="fairseq_ctx.core.fixes.checkpoint_hooks"):
         train(tiny_data, run, 6, "--restore-file", origin, "--reset-optimizer")  # the same command, restarted
     assert last.read_bytes() == before  # finished at update 6: nothing trained again from update 3, nothing written
     assert (f"--restore-file {origin}, but {run} already holds this run's own {last} (update 6): RESUMING FROM "

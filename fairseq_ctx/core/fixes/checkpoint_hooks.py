@@ -1,7 +1,9 @@
-"""Checkpoint behaviour of stock fairseq tools with the plugin loaded (installed once at import;
-nothing runs per training step).
+"""The fixes ``checked-checkpoint-reads``, ``checkpoint-settings`` and ``resume-rules``: checkpoint
+behaviour of stock fairseq tools running one of the plugin's tasks (installed with the plugin's
+other fixes, :mod:`fairseq_ctx.core.fixes`; nothing runs per training step). They share the
+reading of the checkpoint, so they live in one module.
 
-- Writing: every checkpoint file is written atomically and durably (``atomic_checkpoint``).
+- Writing: every checkpoint file is written atomically and durably (``atomic_checkpoint_writes``).
 - Reading: a truncated, corrupt, empty or CRC-failing file given to ``fairseq-generate
   --path``, ``fairseq-interactive --path``, ``fairseq-train --restore-file`` /
   ``--finetune-from-model`` (or any fairseq loader) raises the same

@@ -8,14 +8,15 @@ or ``multilingual_embedding``) and when the plugin's own tools or hub read a che
 tasks such as ``translation`` only when :data:`STOCK_TASKS_ENV` is 1, at registration.
 :data:`OFF_ENV` holds a comma-separated list of fix names, or ``all``, never installed: there fairseq
 behaves as stock fairseq. ``fairseq-ctx-options --fixes`` prints this table with each fix's state
-in its process; docs/fixes.md holds the same table.
+in its process; docs/fixes.md holds the same table. Each fix is one module of this subpackage (the
+three checkpoint fixes share :mod:`.checkpoint_hooks`, which reads the checkpoint once for all three).
 """
 import atexit
 import os
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from fairseq_ctx.core.wrapping import is_wrapped, unwrap, wrap
+from fairseq_ctx.core.fixes.wrapping import is_wrapped, unwrap, wrap
 
 OFF_ENV = "FAIRSEQ_CTX_FIXES_OFF"
 STOCK_TASKS_ENV = "FAIRSEQ_CTX_FIXES_FOR_STOCK_TASKS"
@@ -40,7 +41,7 @@ Hook = Tuple[object, str, Callable]
 
 
 def _hook_fix(name: str, target: str, change: str, reason: str, hooks: Callable[[], Sequence[Hook]]) -> Fix:
-    """A fix made of wrappers around fairseq functions or methods (:func:`~fairseq_ctx.core.wrapping.wrap`)."""
+    """A fix made of wrappers around fairseq functions or methods (:func:`~fairseq_ctx.core.fixes.wrapping.wrap`)."""
 
     def install() -> None:
         for hook in hooks():
@@ -57,9 +58,9 @@ def _checkpoint_hooks(attribute: str, wrapper: str) -> Callable[[], Sequence[Hoo
     def hooks() -> Sequence[Hook]:
         from fairseq import checkpoint_utils
 
-        from fairseq_ctx.core import fairseq_checkpoint_hooks
+        from fairseq_ctx.core.fixes import checkpoint_hooks
 
-        return [(checkpoint_utils, attribute, getattr(fairseq_checkpoint_hooks, wrapper))]
+        return [(checkpoint_utils, attribute, getattr(checkpoint_hooks, wrapper))]
 
     return hooks
 
@@ -67,32 +68,33 @@ def _checkpoint_hooks(attribute: str, wrapper: str) -> Callable[[], Sequence[Hoo
 def _mixed_precision_hooks() -> Sequence[Hook]:
     from fairseq.trainer import Trainer
 
-    from fairseq_ctx.core import mixed_precision
+    from fairseq_ctx.core.fixes import cpu_mixed_precision
 
-    return [(Trainer, "__init__", mixed_precision._init), (Trainer, "_build_optimizer", mixed_precision._build_optimizer)]
+    return [(Trainer, "__init__", cpu_mixed_precision._init),
+            (Trainer, "_build_optimizer", cpu_mixed_precision._build_optimizer)]
 
 
 def _non_finite_step_hooks() -> Sequence[Hook]:
     from fairseq.trainer import Trainer
 
-    from fairseq_ctx.core import non_finite_step
+    from fairseq_ctx.core.fixes import non_finite_step_message
 
-    return [(Trainer, "train_step", non_finite_step._train_step)]
+    return [(Trainer, "train_step", non_finite_step_message._train_step)]
 
 
 def _save_dir_lock_hooks() -> Sequence[Hook]:
     from fairseq.trainer import Trainer
 
-    from fairseq_ctx.core import save_dir_lock
+    from fairseq_ctx.core.fixes import one_training_per_save_dir
 
-    return [(Trainer, "__init__", save_dir_lock._init)]
+    return [(Trainer, "__init__", one_training_per_save_dir._init)]
 
 
 def _atomic_writes() -> Fix:
     def install() -> None:
-        from fairseq_ctx.core import atomic_checkpoint
+        from fairseq_ctx.core.fixes import atomic_checkpoint_writes
 
-        atomic_checkpoint.install()
+        atomic_checkpoint_writes.install()
 
     def uninstall() -> None:
         from fairseq import checkpoint_utils
@@ -103,7 +105,7 @@ def _atomic_writes() -> Fix:
     def active() -> bool:
         from fairseq import checkpoint_utils
 
-        from fairseq_ctx.core.atomic_checkpoint import AtomicCheckpointPathManager
+        from fairseq_ctx.core.fixes.atomic_checkpoint_writes import AtomicCheckpointPathManager
 
         return checkpoint_utils.PathManager is AtomicCheckpointPathManager
 
@@ -115,12 +117,12 @@ def _atomic_writes() -> Fix:
 
 def _allow_list() -> Fix:
     def ours() -> List[object]:
-        from fairseq_ctx.core.checkpoint_safety import fairseq_checkpoint_globals
+        from fairseq_ctx.core.fixes.checkpoint_allow_list import fairseq_checkpoint_globals
 
         return fairseq_checkpoint_globals()
 
     def install() -> None:
-        from fairseq_ctx.core.checkpoint_safety import allow_fairseq_checkpoints
+        from fairseq_ctx.core.fixes.checkpoint_allow_list import allow_fairseq_checkpoints
 
         allow_fairseq_checkpoints()
 
@@ -146,19 +148,19 @@ def _allow_list() -> Fix:
 
 def _interactive_reader() -> Fix:
     def install() -> None:
-        from fairseq_ctx.core import fairseq_input_hooks
+        from fairseq_ctx.core.fixes import interactive_utf8_reader
 
-        fairseq_input_hooks.install()
+        interactive_utf8_reader.install()
 
     def uninstall() -> None:
-        from fairseq_ctx.core import fairseq_input_hooks
+        from fairseq_ctx.core.fixes import interactive_utf8_reader
 
-        fairseq_input_hooks.uninstall()
+        interactive_utf8_reader.uninstall()
 
     def active() -> bool:
-        from fairseq_ctx.core import fairseq_input_hooks
+        from fairseq_ctx.core.fixes import interactive_utf8_reader
 
-        return fairseq_input_hooks.installed()
+        return interactive_utf8_reader.installed()
 
     return Fix("interactive-utf8-reader", "fairseq_cli.interactive.buffered_read (when fairseq-interactive runs)",
                "input lines are decoded one by one; bytes that are not UTF-8 are named by file, line and byte",
@@ -167,14 +169,14 @@ def _interactive_reader() -> Fix:
 
 def _background_batches() -> Fix:
     def install() -> None:
-        from fairseq_ctx.core.background_batches import stop_background_batches
+        from fairseq_ctx.core.fixes.background_batch_exit import stop_background_batches
 
         atexit.unregister(stop_background_batches)
         atexit.register(stop_background_batches)
         _state["background-batch-exit"] = True
 
     def uninstall() -> None:
-        from fairseq_ctx.core.background_batches import stop_background_batches
+        from fairseq_ctx.core.fixes.background_batch_exit import stop_background_batches
 
         atexit.unregister(stop_background_batches)
         _state["background-batch-exit"] = False

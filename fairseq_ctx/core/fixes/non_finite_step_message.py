@@ -1,5 +1,6 @@
-"""A first line that names the cause and the fix when a training step's loss or gradients are not
-finite (installed once when the plugin registers, like the checkpoint hooks).
+"""The fix ``non-finite-step-message``: a first line that names the cause and the fix when a
+training step's loss or gradients are not finite (installed with the plugin's other fixes,
+:mod:`fairseq_ctx.core.fixes`).
 
 fairseq's ``Trainer.train_step`` meets non-finite gradients with ``FloatingPointError("gradients
 are Nan/Inf")``: it saves ``SAVE_DIR/crash.pt``, re-runs the step under its ``NanDetector`` (whose

@@ -1,5 +1,6 @@
-"""Text input of stock ``fairseq-interactive`` read as UTF-8 with an error that names the line
-and the byte (installed once when the plugin registers, like the checkpoint hooks).
+"""The fix ``interactive-utf8-reader``: text input of stock ``fairseq-interactive`` read as UTF-8
+with an error that names the line and the byte (installed with the plugin's other fixes,
+:mod:`fairseq_ctx.core.fixes`).
 
 fairseq-interactive reads its input with ``fileinput`` and stops at bytes that are not UTF-8
 with a bare ``UnicodeDecodeError`` naming neither the input nor the line. Its ``buffered_read``

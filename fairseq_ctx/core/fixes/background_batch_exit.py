@@ -1,5 +1,5 @@
-"""A clean interpreter exit for fairseq's background batch thread (installed once when the plugin
-registers, like the checkpoint hooks).
+"""The fix ``background-batch-exit``: a clean interpreter exit for fairseq's background batch
+thread (installed with the plugin's other fixes, :mod:`fairseq_ctx.core.fixes`).
 
 fairseq-train prepares the next ``--data-buffer-size`` batches (default 10) in a daemon thread,
 ``fairseq.data.iterators.BackgroundConsumer``. When training ends, that thread is usually still

@@ -1,4 +1,4 @@
-"""Crash-safe checkpoint files for fairseq-train.
+"""The fix ``atomic-checkpoint-writes``: crash-safe checkpoint files for fairseq-train.
 
 fairseq writes a checkpoint to ``NAME.tmp`` and renames it (``torch_persistent_save``), but
 without fsync, and copies it to ``checkpoint_last.pt``, ``checkpoint_best.pt`` and the epoch

@@ -1,4 +1,5 @@
-"""Allow-list for loading fairseq checkpoints with torch's weights-only unpickler.
+"""The fix ``checkpoint-allow-list``: the classes fairseq checkpoints hold, allowed in torch's
+weights-only unpickler.
 
 torch >= 2.6 loads with ``weights_only=True``: only tensors, primitive containers and
 allow-listed classes may be unpickled, so a checkpoint cannot run code. Checked with

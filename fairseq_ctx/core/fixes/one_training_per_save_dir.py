@@ -1,5 +1,5 @@
-"""One training per save directory (installed once when the plugin registers, like the checkpoint
-hooks).
+"""The fix ``one-training-per-save-dir``: one training per save directory (installed with the
+plugin's other fixes, :mod:`fairseq_ctx.core.fixes`).
 
 Two ``fairseq-train`` runs given the same ``--save-dir`` write the same checkpoint names through
 the same temporary files (``NAME.tmp``): one run's rename fails mid-save, or a checkpoint ends up
