@@ -70,7 +70,9 @@ def test_sizes_below_one_are_refused_before_any_work(tool, args, message, tmp_pa
 
 
 def test_bf16_on_the_cpu_names_amp_before_fairseq_fails_inside(tiny_data, tmp_path):
-    with pytest.raises(ValueError, match=r"^--bf16 on the CPU: .* use --amp instead"):
+    with pytest.raises(ValueError, match=r"^--bf16 on the CPU: .* use --amp instead.* \[fairseq-ctx fix "
+                                          r"cpu-mixed-precision; FAIRSEQ_CTX_FIXES_OFF=cpu-mixed-precision switches "
+                                          r"it off\]$"):
         call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
                                     "--context-size", "0", "--arch", "transformer", *TINY_MODEL, "--optimizer", "adam",
                                     "--lr", "1e-3", "--max-tokens", "300", "--max-update", "1", "--cpu", "--bf16",

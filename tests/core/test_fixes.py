@@ -136,6 +136,11 @@ def test_the_listing_names_every_fix_its_state_and_the_switch():
     assert all(f"| `{fix.name}` | `{fix.target}` | {fix.change} | {fix.reason} |" in page for fix in FIXES)
 
 
+def spoken(name: str) -> str:
+    """How a message a fix adds to fairseq ends: the fix and its switch."""
+    return f" [fairseq-ctx fix {name}; FAIRSEQ_CTX_FIXES_OFF={name} switches it off]"
+
+
 def train(data, save_dir, *extra):
     call_tool("fairseq-train", [str(data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size",
                                 "0", "--arch", "transformer", *TINY_MODEL, "--max-tokens", "300", "--seed", "1",
@@ -147,8 +152,9 @@ def test_non_finite_step_message_off_is_fairseqs_own_ending(tiny_data, tmp_path)
     diverging = ["--optimizer", "sgd", "--lr", "1e30", "--max-update", "20"]
     with switched_off("non-finite-step-message"), pytest.raises(StopIteration):
         train(tiny_data, tmp_path / "stock", *diverging)
-    with pytest.raises(FloatingPointError, match=r"^update 2: the loss or the gradients are not finite"):
+    with pytest.raises(FloatingPointError, match=r"^update 2: the loss or the gradients are not finite") as fixed:
         train(tiny_data, tmp_path / "fixed", *diverging)
+    assert str(fixed.value).endswith(spoken("non-finite-step-message"))
 
 
 def test_resume_rules_off_train_from_scratch_past_a_missing_restore_file(tiny_data, tmp_path):
@@ -279,8 +285,9 @@ def test_one_training_per_save_dir_off_a_second_training_writes_into_a_held_save
             train(data, run, *rest)
         assert (run / "checkpoint_last.pt").is_file()  # stock: written beside the other training's files
         (run / "checkpoint_last.pt").unlink()
-        with pytest.raises(SaveDirInUseError, match=f"--save-dir {run} is in use by another training"):
+        with pytest.raises(SaveDirInUseError, match=f"--save-dir {run} is in use by another training") as fixed:
             train(data, run, *rest)
+        assert str(fixed.value).endswith(spoken("one-training-per-save-dir"))
         assert not (run / "checkpoint_last.pt").exists()
     finally:
         os.close(held)
@@ -299,6 +306,7 @@ def test_interactive_utf8_reader_off_stops_at_a_bare_unicode_decode_error(tmp_pa
     with pytest.raises(Exception, match=rf"^{re.escape(str(source))}:2: not valid UTF-8") as fixed:
         list(interactive.buffered_read(str(source), 10))
     assert not isinstance(fixed.value, UnicodeDecodeError)
+    assert str(fixed.value).endswith(spoken("interactive-utf8-reader"))
 
 
 BACKGROUND_PROBE = """

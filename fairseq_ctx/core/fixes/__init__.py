@@ -16,9 +16,9 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from fairseq_ctx.core.fixes.attribution import OFF_ENV
 from fairseq_ctx.core.fixes.wrapping import is_wrapped, unwrap, wrap
 
-OFF_ENV = "FAIRSEQ_CTX_FIXES_OFF"
 STOCK_TASKS_ENV = "FAIRSEQ_CTX_FIXES_FOR_STOCK_TASKS"
 ALL = "all"
 

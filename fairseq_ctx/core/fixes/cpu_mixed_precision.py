@@ -11,6 +11,7 @@ from fairseq.optim import FP16Optimizer, MemoryEfficientFP16Optimizer
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.trainer import Trainer
 
+from fairseq_ctx.core.fixes.attribution import spoken_by
 from fairseq_ctx.core.mixed_precision import CPU_AUTOCAST_DTYPE, MixedPrecisionTask, describe_precision, native_bfloat16
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def _init(original, trainer: Trainer, cfg, task, *args, **kwargs) -> None:
                          "that option means bfloat16 weights on a TPU (it implies --tpu and needs torch_xla, which is "
                          "not installed), and fairseq fails inside ('NoneType' object has no attribute 'xla_device'). "
                          "For bfloat16 mixed precision use --amp instead (float32 weights, bfloat16 forward passes; "
-                         "on the CPU too)")
+                         "on the CPU too)" + spoken_by("cpu-mixed-precision"))
     original(trainer, cfg, task, *args, **kwargs)
     logger.info(f"training precision: {describe_precision(cfg.common, trainer.device)}")
     if not (cfg.common.amp and trainer.device.type == "cpu" and isinstance(task, MixedPrecisionTask)):

@@ -11,7 +11,8 @@ decodes line by line (:func:`~fairseq_ctx.core.text_input.utf8_lines`), so the e
 import sys
 from typing import Callable, Dict, Iterator, List
 
-from fairseq_ctx.core.text_input import utf8_lines
+from fairseq_ctx.core.fixes.attribution import spoken_by
+from fairseq_ctx.core.text_input import TextEncodingError, utf8_lines
 
 INTERACTIVE = "fairseq_cli.interactive"
 _stock: Dict[str, Callable] = {}  # fairseq-interactive's own reader while ours replaces it
@@ -22,11 +23,14 @@ def buffered_read(input: str, buffer_size: int) -> Iterator[List[str]]:
     handle = sys.stdin.buffer if input == "-" else open(input, "rb")
     try:
         buffer: List[str] = []
-        for line in utf8_lines(handle, "<stdin>" if input == "-" else input):
-            buffer.append(line.strip())
-            if len(buffer) >= buffer_size:
-                yield buffer
-                buffer = []
+        try:
+            for line in utf8_lines(handle, "<stdin>" if input == "-" else input):
+                buffer.append(line.strip())
+                if len(buffer) >= buffer_size:
+                    yield buffer
+                    buffer = []
+        except TextEncodingError as error:
+            raise TextEncodingError(f"{error}{spoken_by('interactive-utf8-reader')}") from None
         if buffer:
             yield buffer
     finally:

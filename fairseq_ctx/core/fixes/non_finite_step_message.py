@@ -15,6 +15,8 @@ import os
 
 from fairseq.trainer import Trainer
 
+from fairseq_ctx.core.fixes.attribution import spoken_by
+
 
 REMEDIES = ("lower --lr or raise --warmup-updates, keep --clip-norm (e.g. 0.1-25), or train in float32 instead of "
             "--amp / --fp16; the NanDetector warnings above name the first module whose output was not finite")
@@ -47,5 +49,6 @@ def _train_step(original, trainer: Trainer, *args, **kwargs):
         if cause is None:
             raise
         update = trainer.get_num_updates() + 1
-        raise FloatingPointError(non_finite_message(update, trainer.cfg.checkpoint.save_dir, cause)) from error
+        raise FloatingPointError(non_finite_message(update, trainer.cfg.checkpoint.save_dir, cause)
+                                 + spoken_by("non-finite-step-message")) from error
 

@@ -19,6 +19,8 @@ from typing import Dict
 
 from fairseq.trainer import Trainer
 
+from fairseq_ctx.core.fixes.attribution import spoken_by
+
 
 LOCKS_TABLE = "/proc/locks"  # Linux: one line per lock, "N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END"
 _held: Dict[str, int] = {}  # the save directory (real path) this process trains into -> its locked descriptor
@@ -45,7 +47,7 @@ def lock_save_dir(save_dir: str) -> None:
         raise SaveDirInUseError(
             f"--save-dir {save_dir} is in use by another training (process {holder}): two trainings in one save "
             f"directory overwrite each other's checkpoints. Give this run its own --save-dir, or wait for the other "
-            f"to end") from None
+            f"to end" + spoken_by("one-training-per-save-dir")) from None
     _held[key] = descriptor
 
 
