@@ -291,6 +291,27 @@ class ContextTranslationTask(ResumableTask, MixedPrecisionTask, TranslationTask)
             return super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
         return self.interactive_documents().build_dataset(src_tokens, src_lengths, constraints, self)
 
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        """fairseq's size filter; a sentence of fairseq-interactive's input that is longer (with its
+        context) than the model reads is named by its input line, where fairseq's message gives a
+        sample number and advises --skip-invalid-size-inputs-valid-test, which would leave that
+        line without a translation."""
+        interactive = getattr(self.interactive, "dataset", None)
+        if ignore_invalid_inputs or interactive is None or dataset is not interactive:
+            return super().filter_indices_by_size(indices, dataset, max_positions, ignore_invalid_inputs)
+        kept, ignored = dataset.filter_indices_by_size(indices, max_positions)
+        if len(ignored) > 0:
+            first = int(ignored[0])
+            line = dataset.first_line + dataset.line_numbers[first] + 1
+            size = dataset.size(first)
+            tokens = int(size[0] if isinstance(size, tuple) else size)
+            limit = max_positions[0] if isinstance(max_positions, tuple) else max_positions
+            raise ValueError(
+                f"fairseq-interactive: input line {line} is {tokens} tokens with its context, where the model reads at "
+                f"most {limit} (the checkpoint's --max-source-positions); split that sentence into shorter ones, or "
+                f"pass --skip-invalid-size-inputs-valid-test to leave it untranslated (it then gets no output line)")
+        return kept
+
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """fairseq's training step on ``sample`` after ``--coword-dropout``."""
         kept = (self.src_dict.pad(), self.src_dict.eos(), self.src_dict.bos())

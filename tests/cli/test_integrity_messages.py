@@ -274,3 +274,14 @@ def test_an_empty_voita_set_says_it_holds_no_groups(tmp_path):
         read_voita(str(empty))
     with pytest.raises(ContrastiveInputError, match=re.escape("found a JSON object")):
         read_voita(str(other))
+
+
+def test_an_interactive_line_longer_than_the_model_reads_is_named_by_its_line(tiny_data, checkpoints):
+    words = " ".join(["the"] * 1500)
+    result = subprocess.run([tool("fairseq-interactive"), str(tiny_data), "--user-dir", USER_DIR, "--task",
+                             "context_translation", "--path", str(checkpoints["ctx_concat"]), "--cpu"],
+                            input=f"the cat sleeps .\n{words}\n", capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "fairseq-interactive: input line 2 is 1501 tokens with its context, where the model reads at most 1024" \
+        in result.stderr, result.stderr[-2000:]
+    assert "split that sentence into shorter ones" in result.stderr and "Size of sample #" not in result.stderr
