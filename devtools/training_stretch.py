@@ -16,7 +16,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from devtools.plateau_rule import checkpoint_updates
 
@@ -57,10 +57,18 @@ def trained_so_far(checkpoint: Path) -> Tuple[int, float]:
     return checkpoint_updates(checkpoint), cumulative_training_seconds(str(checkpoint)) or 0.0
 
 
-def stretch_args(limit: StretchLimit, checkpoint: Path, max_update: int) -> Tuple[int, List[str]]:
+def stretch_args(limit: StretchLimit, checkpoint: Path, max_update: int,
+                 starts_from: Optional[Path] = None) -> Tuple[int, List[str]]:
     """(this stretch's ``--max-update``, the fairseq-train options that end it on time) for a run
-    whose budget is ``max_update`` and whose checkpoint_last is ``checkpoint``."""
+    whose budget is ``max_update`` and whose checkpoint_last is ``checkpoint``. ``starts_from``: the
+    checkpoint a new run is initialised from with ``--finetune-from-model`` or ``--restore-file``,
+    whose training time fairseq carries into the new run (its ``previous_training_time``): a
+    stretch of a fine-tuned model ends 60 minutes past that, not past zero."""
     updates, seconds = trained_so_far(checkpoint)
+    if not checkpoint.exists() and starts_from is not None and starts_from.exists():
+        from fairseq_ctx.core.checkpoint_loading import cumulative_training_seconds
+
+        seconds = cumulative_training_seconds(str(starts_from)) or 0.0
     stop = min(max_update, updates + limit.updates) if limit.updates else max_update
     on_time = ["--stop-time-hours", f"{(seconds + 60 * limit.minutes) / 3600:.6f}"] if limit.minutes else []
     return stop, on_time

@@ -184,7 +184,9 @@ class Recipe:
         lr, warmup = (a.lr, a.warmup) if stage_one else (a.context_lr, min(a.context_warmup, max(1, a.context_updates // 2)))
         checkpoints = (["--save-interval", "1", "--validate-interval", "1"] if stage_one else
                        ["--no-epoch-checkpoints", "--validate-interval-updates", str(a.validate_every)])
-        stop, on_time = stretch_args(stretch_limit(a), out / "checkpoints" / "checkpoint_last.pt", self.budget(name))
+        finetuned = Path(extra[extra.index("--finetune-from-model") + 1]) if "--finetune-from-model" in extra else None
+        stop, on_time = stretch_args(stretch_limit(a), out / "checkpoints" / "checkpoint_last.pt", self.budget(name),
+                                     starts_from=finetuned)
         return [
             str(self.bin / ("sentence" if stage_one else "scat")), "--user-dir", self.user_dir, "--task",
             "context_translation", "--source-lang", "en", "--target-lang", "fr", "--context-size", str(context_size),
