@@ -32,7 +32,7 @@ test-full: setup
 	$(BIN)/python -m pytest -q -m "full_matrix or long" tests
 
 benchmark: setup
-	$(BIN)/python benchmarks/context_speed.py
+	$(BIN)/python -m benchmarks.context_speed
 
 clean:
 	rm -rf work

@@ -10,7 +10,7 @@ adds Adam's two moments, as in ``checkpoint_last.pt`` of a training run). Also t
 readability check (CRC of every archive entry) that a resume runs on ``checkpoint_last.pt``.
 Training steps are not touched by either variant; this is the cost per save.
 
-    python benchmarks/checkpoint_save.py [--parameters 246000000] [--repeats 3] [--optimizer-state] [--dir DIR]
+    python -m benchmarks.checkpoint_save [--parameters 246000000] [--repeats 3] [--optimizer-state] [--dir DIR]
 """
 import argparse
 import os

@@ -1,6 +1,6 @@
 """Operations per training step of the context models against the sentence-level Transformer.
 
-Usage: ``python benchmarks/context_op_count.py [--size base] [--max-tokens 4096] [--device cuda] [--amp]
+Usage: ``python -m benchmarks.context_op_count [--size base] [--max-tokens 4096] [--device cuda] [--amp]
 [--results DIR]``
 
 Why: on a GPU a training step of a Transformer-sized model costs about one kernel launch per
@@ -33,7 +33,6 @@ step is taken: the numbers are the forward and backward pass's.
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -47,10 +46,9 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from context_speed import SIZES, USER_DIR, build_data  # noqa: E402
-from devtools.machine_facts import this_machine, utc_now  # noqa: E402
-from devtools.results_file import results_page, script_command, write_results  # noqa: E402
+from benchmarks.context_speed import SIZES, USER_DIR, build_data
+from devtools.machine_facts import this_machine, utc_now
+from devtools.results_file import results_page, script_command, write_results
 
 SETTINGS = [("transformer", 0, False), ("ctx_concat", 2, False), ("hce", 2, False), ("hce", 2, True),
             ("hmce", 2, False), ("hmce", 2, True)]

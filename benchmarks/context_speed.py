@@ -1,6 +1,6 @@
 """Speed of the context models against the sentence-level Transformer, on one generated corpus.
 
-Usage: ``python benchmarks/context_speed.py [--quick] [--size base] [--context-encoder-layers K]
+Usage: ``python -m benchmarks.context_speed [--quick] [--size base] [--context-encoder-layers K]
 [--json PATH]`` (``--help`` lists the rest).
 
 Method
@@ -79,15 +79,15 @@ for _message in (r"\s*'config' is validated against ConfigStore", r"'pin_memory'
     warnings.filterwarnings("ignore", message=_message)
 warnings.filterwarnings("ignore", module=r"hydra\.")
 
-import torch  # noqa: E402
-from fairseq import optim, options, tasks, utils  # noqa: E402
-from fairseq.dataclass.configs import GenerationConfig  # noqa: E402
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+import torch
+from fairseq import optim, options, tasks, utils
+from fairseq.dataclass.configs import GenerationConfig
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-import fairseq_ctx  # noqa: E402
+import fairseq_ctx
 fairseq_ctx.register()
-from fairseq_ctx.context.data.prepare_docs import prepare  # noqa: E402
-from fairseq_ctx.context.demo.synthetic_corpus import DocumentGenerator  # noqa: E402
+from fairseq_ctx.context.data.prepare_docs import prepare
+from fairseq_ctx.context.demo.synthetic_corpus import DocumentGenerator
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 SRC, TGT = "en", "de"

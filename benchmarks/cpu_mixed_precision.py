@@ -23,19 +23,18 @@ Use ``--clock cpu --threads 1`` on a shared machine (this process's CPU time of 
 other processes distort much less than wall time). ``--results DIR`` writes
 ``cpu_mixed_precision.{md,json}`` with the date, machine, command and every number.
 
-    python benchmarks/cpu_mixed_precision.py --clock cpu --threads 1 [--dims 256,512] [--models hmce,tmde]
+    python -m benchmarks.cpu_mixed_precision --clock cpu --threads 1 [--dims 256,512] [--models hmce,tmde]
 
 ``--translation-data DIR`` times the transformer on a real binarized pair instead (its vocabulary
 sizes the output layer and the loss, which at 128 dims cost as much as the layers):
 
-    python benchmarks/cpu_mixed_precision.py --dims 128 --models transformer --translation-data WORK/data-bin \
+    python -m benchmarks.cpu_mixed_precision --dims 128 --models transformer --translation-data WORK/data-bin \
         --max-tokens 7000 --gen-batches 0
 """
 import argparse
 import logging
 import os
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -43,29 +42,26 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-REPOSITORY = str(Path(__file__).resolve().parent.parent)
-if REPOSITORY not in sys.path:
-    sys.path.insert(0, REPOSITORY)
 for _name in ("fairseq", "fairseq_cli", "fairseq_ctx", "hydra"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-from fairseq import options, tasks, utils  # noqa: E402
-from fairseq.dataclass.configs import GenerationConfig  # noqa: E402
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
-from fairseq.trainer import Trainer  # noqa: E402
+import torch
+from fairseq import options, tasks, utils
+from fairseq.dataclass.configs import GenerationConfig
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.trainer import Trainer
 
-import fairseq_ctx  # noqa: E402
+import fairseq_ctx
 fairseq_ctx.register()
-from context_speed import build_data as build_context_data  # noqa: E402
-from embedding_speed import join_lines  # noqa: E402
-from devtools.machine_facts import this_machine, utc_now  # noqa: E402
-from devtools.results_file import script_command, write_results  # noqa: E402
-from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
-from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
-from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
-from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
+from benchmarks.context_speed import build_data as build_context_data
+from benchmarks.embedding_speed import join_lines
+from devtools.machine_facts import this_machine, utc_now
+from devtools.results_file import script_command, write_results
+from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
+from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 CLOCKS: Dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}

@@ -8,7 +8,7 @@ models (default: the Multi30k recipes' 256-dim Transformer). Throughput is wall 
 trained by all processes of a setting divided by the time until the last one finishes, after
 untimed warm-up updates. Needs an otherwise idle machine (the load average is printed).
 
-    python benchmarks/cpu_threads.py [--model transformer] [--amp] [--updates 14] [--results DIR]
+    python -m benchmarks.cpu_threads [--model transformer] [--amp] [--updates 14] [--results DIR]
 """
 import argparse
 import json
@@ -27,7 +27,7 @@ def worker(args: argparse.Namespace) -> None:
     """One training process: warm-up, then timed updates; prints its words and seconds as JSON."""
     import torch
 
-    import cpu_mixed_precision as bench
+    from benchmarks import cpu_mixed_precision as bench
 
     torch.set_num_threads(args.threads)
     model = next(m for m in bench.models(args.dims) if m.name == args.model)
@@ -43,9 +43,9 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def setting(args: argparse.Namespace, data: Path, processes: int, threads: int) -> Dict[str, float]:
-    command = [sys.executable, __file__, "--worker", "--data", str(data), "--threads", str(threads),
+    command = [sys.executable, "-m", "benchmarks.cpu_threads", "--worker", "--data", str(data), "--threads", str(threads),
                *passed_on(args)]
-    started = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=HERE) for _ in range(processes)]
+    started = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=HERE.parent) for _ in range(processes)]
     results = []
     for process in started:
         output, _ = process.communicate()
@@ -82,7 +82,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.worker:
         worker(args)
         return
-    import cpu_mixed_precision as bench
+    from benchmarks import cpu_mixed_precision as bench
     from devtools.machine_facts import this_machine, utc_now
     from devtools.results_file import results_page, script_command, write_results
 

@@ -18,7 +18,7 @@ The models take turns on every batch (round robin, untimed warm-up steps first),
 a shared machine hit all of them alike. On a shared machine use ``--clock cpu --threads 1``:
 process CPU time of one intra-op thread is not inflated by other users' load. Embedding
 throughput is measured with the small tmde on the chosen corpus (10% of ``--lines`` and all of it).
-Usage: python benchmarks/embedding_speed.py [--size thesis|small] [--steps N] [--lines 100000]
+Usage: python -m benchmarks.embedding_speed [--size thesis|small] [--steps N] [--lines 100000]
 [--clock cpu] [--threads 1]
 """
 import argparse

@@ -49,13 +49,12 @@ small corpora with the same 196×2048 image features. It writes nothing into the
 ``--results`` is given. On two CPU cores every arch takes about a minute (two to three on a busy
 machine), ``--archs hmce,tmde`` about half of that.
 
-    python benchmarks/gpu_fp16_check.py --results gpu-check.md     # on a GPU, every arch
-    python benchmarks/gpu_fp16_check.py --dry-run --archs hmce,tmde
+    python -m benchmarks.gpu_fp16_check --results gpu-check.md     # on a GPU, every arch
+    python -m benchmarks.gpu_fp16_check --dry-run --archs hmce,tmde
 """
 import argparse
 import functools
 import math
-import shlex
 import statistics
 import sys
 import tempfile
@@ -64,24 +63,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-REPOSITORY = str(Path(__file__).resolve().parents[1])  # holds devtools, the helpers of the scripts and tests
-if REPOSITORY not in sys.path:
-    sys.path.insert(0, REPOSITORY)
 
-import torch  # noqa: E402
+import torch
 
-from device_watch import DeviceWatch  # noqa: E402
-from devtools.in_process_tools import ToolFailed, quiet_console, run_tool, tool_session  # noqa: E402
-from devtools.arch_matrix import (  # noqa: E402
+from benchmarks.device_watch import DeviceWatch
+from devtools.in_process_tools import ToolFailed, quiet_console, run_tool, tool_session
+from devtools.arch_matrix import (
     EMBEDDING_PAIRS, TASK_FIXTURES, TINY_MODEL, USER_DIR, per_update, plugin_archs, task_of, train_args,
 )
-from devtools.machine_facts import this_machine, utc_now  # noqa: E402
-from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
-from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
-from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual  # noqa: E402
-from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus  # noqa: E402
-from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus  # noqa: E402
-from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes  # noqa: E402
+from devtools.results_file import script_command
+from devtools.machine_facts import this_machine, utc_now
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
+from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
+from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
+from fairseq_ctx.multisource.demo.multimodal_binarize import binarize_multimodal_corpus
+from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ("training", "decoding", "timing")
@@ -162,7 +159,7 @@ class Corpora:
     @functools.cached_property
     def documents(self) -> Path:
         """Documents of ~17-token lines (three generated sentences each, as benchmarks/context_speed.py)."""
-        from context_speed import build_data as build_document_data  # silences the libraries' loggers when imported
+        from benchmarks.context_speed import build_data as build_document_data  # silences the libraries' loggers when imported
 
         build_document_data(self.root / "documents", seed=1, train_sentences=self.plan.document_sentences,
                             test_sentences=30, per_line=3)
@@ -513,7 +510,7 @@ def run_header(plan: Plan, argv: Sequence[str], failures: int, seconds: Dict[str
         "versions": f"torch {torch.__version__}, CUDA {torch.version.cuda or '—'}, "
                     f"cuDNN {torch.backends.cudnn.version() if cuda else '—'}",
         "machine": this_machine().describe(),
-        "command": shlex.join(["python", "benchmarks/gpu_fp16_check.py", *argv]),
+        "command": script_command("benchmarks/gpu_fp16_check.py", argv),
         "wall time": f"{sum(seconds.values()):.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + ")",
         "result": "PASS" if not failures else f"FAIL ({failures} failed rows)",
     }

@@ -5,7 +5,7 @@ its size (420 sentences of 17 pieces, 8,000 words), float32 and bfloat16 autocas
 the CPU), steps interleaved so that both criteria see the same machine load. Prints each median
 and the ratio stock / fused (above 1: the fused criterion is faster).
 
-    python benchmarks/label_smoothing_speed.py --threads 1 --steps 10
+    python -m benchmarks.label_smoothing_speed --threads 1 --steps 10
 """
 import argparse
 import statistics

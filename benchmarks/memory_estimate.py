@@ -12,7 +12,7 @@ fp32 training doubles the activation bytes. Model states per parameter: fp32 + A
 (weights, gradients, two moments); fairseq --fp16 20 bytes (fp16 weights and gradients plus the
 fp32 master copy, its gradients and Adam moments). Nothing here was measured on a GPU.
 
-    python benchmarks/memory_estimate.py [--max-tokens 4096] [--sentence-length 32] [--context-size 2]
+    python -m benchmarks.memory_estimate [--max-tokens 4096] [--sentence-length 32] [--context-size 2]
 """
 import argparse
 import logging

@@ -28,7 +28,7 @@ implementation gives each input its own head count (§5.2.1).
 On a shared machine use ``--clock cpu --threads 1``: the process's CPU time of one intra-op
 thread, which other processes distort much less than wall time.
 
-Usage: python benchmarks/multisource_speed.py [--regions 196] [--embed-dim 512] [--image-heads 8] [--clock cpu]
+Usage: python -m benchmarks.multisource_speed [--regions 196] [--embed-dim 512] [--image-heads 8] [--clock cpu]
 [--threads 1] [--json out.json]
 """
 import argparse

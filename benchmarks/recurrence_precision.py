@@ -5,7 +5,7 @@ region (:mod:`fairseq_ctx.embedding.float32_recurrence`), steps interleaved in o
 median and the ratio bfloat16 / float32 time (below 1: the bfloat16 LSTM is faster). Needs a CPU
 with native bfloat16 products: without them oneDNN has no bfloat16 LSTM at all.
 
-    python benchmarks/recurrence_precision.py --threads 1 --steps 10
+    python -m benchmarks.recurrence_precision --threads 1 --steps 10
 """
 import argparse
 import statistics

@@ -1,7 +1,7 @@
 """Per-update cost of each CKA-toolkit training term against the same model with the term off,
 measured in one run (Yun 2022 ch. 4–5).
 
-Usage: ``python benchmarks/regularizer_overhead.py [--clock cpu] [--threads 1] [--quick] [--json PATH]``
+Usage: ``python -m benchmarks.regularizer_overhead [--clock cpu] [--threads 1] [--quick] [--json PATH]``
 
 Method: fairseq's stock ``transformer`` (and ``hce`` for the CKA alignment term) built through
 fairseq's parser; each term's criterion is compared with plain ``label_smoothed_cross_entropy`` on
@@ -29,14 +29,14 @@ for _name in ("fairseq", "fairseq_cli", "fairseq_ctx", "hydra"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-from fairseq import options, tasks  # noqa: E402
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+import torch
+from fairseq import options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-import fairseq_ctx  # noqa: E402
+import fairseq_ctx
 fairseq_ctx.register()
-from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
-from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
 
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 MODEL = ["--encoder-embed-dim", "256", "--decoder-embed-dim", "256", "--encoder-ffn-embed-dim", "1024",

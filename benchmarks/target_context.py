@@ -1,6 +1,6 @@
 """What target-side context (``--target-context-size``) costs hmce, with and without it in one run.
 
-Usage: ``python benchmarks/target_context.py [--clock cpu] [--threads 1] [--out results.md]
+Usage: ``python -m benchmarks.target_context [--clock cpu] [--threads 1] [--out results.md]
 [--json PATH]`` (``--help`` lists the rest).
 
 Method
@@ -33,7 +33,6 @@ import argparse
 import datetime
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -42,20 +41,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-REPOSITORY = str(Path(__file__).resolve().parents[1])  # holds devtools, the helpers of the scripts and tests
-if REPOSITORY not in sys.path:
-    sys.path.insert(0, REPOSITORY)
-import context_speed as speed  # noqa: E402  (silences the libraries' logging and warnings first)
+from benchmarks import context_speed as speed  # (silences the libraries' logging and warnings first)
 
-import torch  # noqa: E402
-from fairseq import optim, options, tasks  # noqa: E402
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf  # noqa: E402
+import torch
+from fairseq import optim, options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from devtools.machine_facts import this_machine  # noqa: E402
-from fairseq_ctx.context import hub  # noqa: E402
-from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus  # noqa: E402
-from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes  # noqa: E402
+from devtools.results_file import script_command
+from devtools.machine_facts import this_machine
+from fairseq_ctx.context import hub
+from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
+from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
 
 TINY = speed.ModelSize(embed=64, ffn=128, heads=4, layers=2)
 SIZES = {"tiny": TINY, **speed.SIZES}
@@ -189,7 +185,7 @@ def report(args: argparse.Namespace, translation: Sequence[TranslationSpeed], tr
         "",
         f"- Date: {datetime.date.today().isoformat()}",
         f"- Machine: {this_machine().describe()}; load average (1 min) before/after {load[0]:.2f}/{load[1]:.2f}",
-        f"- Command: `python benchmarks/target_context.py {shlex.join(sys.argv[1:])}`",
+        f"- Command: `{script_command('benchmarks/target_context.py', None)}`",
         f"- Timings: {args.clock} clock; total {seconds:.0f} s",
         "",
         f"Document translation (hub, beam 5, {args.doc_batch_size} sentences per batch; hmce {args.translate_size}, "

@@ -5,7 +5,6 @@ each in its own process with its own log."""
 import argparse
 import logging
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from devtools.recipe_tools import LOG_FORMAT
+from devtools.results_file import script_command, script_module
 
 logger = logging.getLogger(__name__)
 
@@ -184,14 +184,14 @@ def resume_command(parser: argparse.ArgumentParser, script: str, argv: Sequence[
     """What a reader runs to resume one run of the command ``script argv`` (``script`` relative to
     the repository root): that command with ``options`` set (the run's seed, its models) and
     without ``drop``."""
-    return shlex.join(["python", script, *edited_argv(parser, argv, options, ["--no-report", *drop])])
+    return script_command(script, edited_argv(parser, argv, options, ["--no-report", *drop]))
 
 
 def job_command(parser: argparse.ArgumentParser, script: str, argv: Sequence[str],
                 options: Mapping[str, Optional[str]], drop: Sequence[str] = ()) -> Tuple[str, ...]:
     """The command of a job doing one run of ``script argv`` in its own process: the run's
     :func:`resume_command` with this Python, one job and no results files."""
-    return (sys.executable, str(REPOSITORY / script),
+    return (sys.executable, "-m", script_module(script),
             *edited_argv(parser, argv, {**options, "--jobs": "1", "--no-report": None}, drop))
 
 
@@ -213,7 +213,9 @@ def run_jobs(jobs: Sequence[Job], parallel: int, threads: int, poll_s: float = 0
     why it failed}`` (a failed job stops no other). An interrupt stops the running jobs."""
     if parallel == 1 or len(jobs) <= 1:
         return _run_here(jobs, threads)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    # a job runs its recipe as ``python -m``, from the repository root whatever this process's directory
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "PYTHONPATH": os.pathsep.join([str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])])}
     pending, running, failed = list(jobs), [], {}
     try:
         while pending or running:

@@ -8,9 +8,16 @@ from typing import Mapping, Optional, Sequence
 from devtools.recipe_tools import write_json, write_whole
 
 
+def script_module(script: str) -> str:
+    """The module ``python -m`` runs for ``script``, a path from the repository root:
+    ``examples/context_mt/scat_en_fr.py`` is ``examples.context_mt.scat_en_fr``."""
+    return script[:-len(".py")].replace("/", ".") if script.endswith(".py") else script
+
+
 def script_command(script: str, argv: Optional[Sequence[str]]) -> str:
-    """``python SCRIPT ARGS`` as typed in a shell; ``argv`` None: this process's own arguments."""
-    return " ".join(shlex.quote(a) for a in ["python", script, *(sys.argv[1:] if argv is None else argv)])
+    """``python -m MODULE ARGS`` as typed in a shell at the repository root (``script`` a path from
+    there); ``argv`` None: this process's own arguments."""
+    return shlex.join(["python", "-m", script_module(script), *(sys.argv[1:] if argv is None else argv)])
 
 
 def results_page(title: str, facts: Mapping[str, object], body: Sequence[str]) -> str:

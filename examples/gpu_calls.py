@@ -2,8 +2,8 @@
 and writes the same results files as the recipe does on the CPU (it is the recipe, run with
 ``--device cuda`` and the grid's models, seeds and jobs).
 
-    python examples/gpu_calls.py scat-grid --scat-dir SCAT --multi30k-dir MULTI30K_RAW --work W --results R
-    python examples/gpu_calls.py multi30k-grid --multi30k-tok TOK --seed 1 --work W --results R
+    python -m examples.gpu_calls scat-grid --scat-dir SCAT --multi30k-dir MULTI30K_RAW --work W --results R
+    python -m examples.gpu_calls multi30k-grid --multi30k-tok TOK --seed 1 --work W --results R
 
 ``scat-grid``: SCAT (Lopes et al., 2020; Yin et al., 2021) stage 1 (the sentence-level
 Transformer-tiny on Multi30k en-fr and the SCAT sentences) and stage 2's five models (the no-context
@@ -29,12 +29,9 @@ import argparse
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-HERE = Path(__file__).resolve().parent
-RECIPES = {"scat-grid": HERE / "context_mt" / "scat_en_fr.py",
-           "multi30k-grid": HERE / "multimodal_mt" / "multi30k_multisource.py"}
+RECIPES = {"scat-grid": "examples.context_mt.scat_en_fr", "multi30k-grid": "examples.multimodal_mt.multi30k_multisource"}
 SCAT_MODELS = ["sentence_scat", "hmce", "hce", "ctx_concat", "hmce_target"]
 MULTI30K_MODELS = "text-only,serial,parallel,flat,hierarchical"
 GPU_JOBS = 5  # runs sharing the one GPU: Transformer-tiny leaves most of it idle
@@ -96,7 +93,7 @@ def recipe_commands(argv: Optional[Sequence[str]] = None) -> List[List[str]]:
     missing = [f"--{name.replace('_', '-')}" for name in needed[args.call] if getattr(args, name) is None]
     if missing:
         parser.error(f"{args.call} needs {' and '.join(missing)}")
-    command = [sys.executable, str(RECIPES[args.call]), *GRIDS[args.call](args)]
+    command = [sys.executable, "-m", RECIPES[args.call], *GRIDS[args.call](args)]
     if args.call != "multi30k-grid":
         return [command]
     every_seed = list(command)

@@ -25,10 +25,17 @@ from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
 fairseq_ctx.register()
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 BIN_DIR = Path(sys.executable).parent
+REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def tool(name: str) -> str:
     return str(BIN_DIR / name)
+
+
+def run_module(module: str, argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGV`` for a recipe or benchmark of the repository, from any directory."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.run([sys.executable, "-m", module, *argv], env=env, **kwargs)
 
 
 def run_tool(args: Sequence[str], cwd=None, check: bool = True) -> subprocess.CompletedProcess:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from devtools.recipe_tools import read_json, write_json
-from multi30k_runs import ModelRun, data_difference, different_settings, record_in
+from examples.multimodal_mt.multi30k_runs import ModelRun, data_difference, different_settings, record_in
 
 BASELINE = "baseline"  # the variant without a term
 SOURCE_NAME = "text-only"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from multi30k_earlier import EarlierResults, EarlierRun, earlier_results, read_earlier_summary
+from examples.multimodal_mt.multi30k_earlier import EarlierResults, EarlierRun, earlier_results, read_earlier_summary
 
 SUMMARY = "multi30k_heads.json"
 

@@ -1,7 +1,7 @@
 """How much the HSIC regularizer (Yun, 2022, eq. 4.7) weighs against the cross-entropy on a trained
 model, before spending a training run on a value of ``--hsic-lambda``.
 
-    python examples/cka/hsic_weight.py CHECKPOINT DATA [--batches 10] [--lambdas 1e-7,1e-3,1e-2]
+    python -m examples.cka.hsic_weight CHECKPOINT DATA [--batches 10] [--lambdas 1e-7,1e-3,1e-2]
 
 On the first ``--batches`` validation batches (fairseq's batch order, ``--max-tokens``), in eval
 mode (no dropout: both gradients come from the same forward pass), with the heads tapped exactly as
@@ -16,19 +16,16 @@ gradient history), all linear in λ. Printed as a table, and written to ``hsic_w
 """
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import torch
 from fairseq import checkpoint_utils
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from devtools.machine_facts import this_machine, utc_now  # noqa: E402
-from devtools.results_file import results_page, script_command, write_results  # noqa: E402
+from devtools.machine_facts import this_machine, utc_now
+from devtools.results_file import results_page, script_command, write_results
 
-from fairseq_ctx.analysis.head_diversity import HeadDiversityCriterion  # noqa: E402
+from fairseq_ctx.analysis.head_diversity import HeadDiversityCriterion
 
 
 def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

@@ -8,7 +8,7 @@ BLEU and chrF. multi30k_heads_results.py writes ``multi30k_heads.{md,json}`` wit
 hypotheses the scores come from, and states whether Table 4.5's directions (drophead raises,
 HSIC lowers inter-head similarity) and Table 4.4's (neither costs BLEU) held.
 
-    python examples/cka/multi30k_heads.py path/to/dataset/data/task1/tok [--seeds 1,2,3]
+    python -m examples.cka.multi30k_heads path/to/dataset/data/task1/tok [--seeds 1,2,3]
 
 Variants (``--variants``): ``baseline``, ``drophead<γ>``, ``hsic<λ>``; default baseline,
 drophead0.1, drophead0.3, hsic1e-7 (the thesis' γ 0.1 and λ 1e-7) and hsic1e-2 (with this HSIC,
@@ -22,22 +22,20 @@ before, when its work directory is gone (heads_earlier.py): they are reported, n
 import argparse
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "multimodal_mt"))
 
-from multi30k_multisource import (OLD_PROTOCOL, Invocation, RunContext, add_model_arguments,  # noqa: E402
+from examples.multimodal_mt.multi30k_multisource import (OLD_PROTOCOL, Invocation, RunContext, add_model_arguments,
                                   add_run_arguments, finish_model, parse_command_line, run_and_report, start_run)
-from devtools.recipe_runs import seed_option  # noqa: E402
-from devtools.recipe_tools import Step, run, write_json  # noqa: E402
-from heads_baseline import BASELINE, adopt_baseline, source_problem  # noqa: E402
-from heads_earlier import SUMMARY, read_earlier_results  # noqa: E402
-from multi30k_data import TARGET, data_file  # noqa: E402
-from multi30k_earlier import add_earlier_results_option, load_earlier_results, skipping_earlier  # noqa: E402
-from multi30k_runs import Model, ModelRun, RunTable, missing_work  # noqa: E402
+from devtools.recipe_runs import seed_option
+from devtools.recipe_tools import Step, run, write_json
+from examples.cka.heads_baseline import BASELINE, adopt_baseline, source_problem
+from examples.cka.heads_earlier import SUMMARY, read_earlier_results
+from examples.multimodal_mt.multi30k_data import TARGET, data_file
+from examples.multimodal_mt.multi30k_earlier import add_earlier_results_option, load_earlier_results, skipping_earlier
+from examples.multimodal_mt.multi30k_runs import Model, ModelRun, RunTable, missing_work
 
 SCRIPT = "examples/cka/multi30k_heads.py"
 PROGRAM = "multi30k_heads.py"
@@ -179,7 +177,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         return variant_run(record["name"], seed, directory)
 
     def write(table: RunTable, data_steps: Sequence[Step]) -> List[Path]:
-        from multi30k_heads_results import ONE_SEED, write_results
+        from examples.cka.multi30k_heads_results import ONE_SEED, write_results
 
         budget = (f"{args.max_update} updates of {args.batch_size} sentences per variant, greedy validation BLEU "
                   f"every {args.validate_every} updates; the checkpoint of the best validation BLEU is tested and "

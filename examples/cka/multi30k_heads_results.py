@@ -13,13 +13,13 @@ from devtools.recipe_report import unfinished_lines
 from devtools.seed_statistics import (direction_verdict, mean_sd_text, no_cost_verdict, paired_t_test, power_note,
                                       summary)
 from devtools.train_log import validation_curve
-from heads_baseline import BASELINE
-from heads_earlier import EarlierHeadsRun
-from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
+from examples.cka.heads_baseline import BASELINE
+from examples.cka.heads_earlier import EarlierHeadsRun
+from examples.multimodal_mt.multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
                                  convergence_rows, left_out_lines, over_seeds, p_text, read_lines,
                                  recompute_note, score_decoded)
-from multi30k_earlier import EarlierResults, earlier_lines, score_earlier
-from multi30k_runs import ModelRun, RunTable
+from examples.multimodal_mt.multi30k_earlier import EarlierResults, earlier_lines, score_earlier
+from examples.multimodal_mt.multi30k_runs import ModelRun, RunTable
 
 STEM = "multi30k_heads"
 KINDS = ("encoder_self", "decoder_self", "encoder_decoder")

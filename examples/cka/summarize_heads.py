@@ -6,8 +6,7 @@ import sys
 from pathlib import Path
 from statistics import mean
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from devtools.recipe_report import facts_lines  # noqa: E402
+from devtools.recipe_report import facts_lines
 
 
 def main() -> None:

@@ -20,20 +20,18 @@ averages ``--seeds`` seeds. Writes ``<out>.csv`` (curves of the first seed), ``<
 """
 import argparse
 import csv
-import shlex
 import statistics
-import sys
 from pathlib import Path
 from typing import Dict, List
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from devtools.recipe_report import facts_lines  # noqa: E402
+from devtools.results_file import script_command
+from devtools.recipe_report import facts_lines
 
-from fairseq_ctx.analysis.cka import cka  # noqa: E402
-from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots  # noqa: E402
+from fairseq_ctx.analysis.cka import cka
+from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots
 
 DIM, HIDDEN, SAMPLES, COMPONENTS = 64, 32, 10_000, 4
 MODES = ("cosine", "cka", "both")
@@ -192,7 +190,7 @@ def main() -> None:
             for where in ("batch", "full"):
                 writer.writerows([mode, where, p["step"], round(p["cosine"], 4), round(p["cka"], 4)]
                                  for p in curve[where])
-    lines = [*facts_lines(shlex.join(["python", *sys.argv]), "float32", f"seeds: 1..{args.seeds}"), "",
+    lines = [*facts_lines(script_command("examples/cka/synthetic_alignment.py", None), "float32", f"seeds: 1..{args.seeds}"), "",
              *summary_table(per_seed, args.seeds, args.last)]
     Path(f"{args.out}_summary.md").write_text("\n".join(lines) + "\n")
     plot(first, f"{args.out}.png")

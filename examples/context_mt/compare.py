@@ -2,7 +2,7 @@
 corpus with the same budget and write ``examples/context_mt/results/compare_{setting}.md``
 (+ ``.json`` and a bar chart ``.png``).
 
-Usage: python examples/context_mt/compare.py [--setting standard|hard] [--updates 300]
+Usage: python -m examples.context_mt.compare [--setting standard|hard] [--updates 300]
 (needs the package's console scripts on PATH, e.g. ``PATH=.venv/bin:$PATH``). ``--setting hard``
 puts most antecedents 3-4 sentences back behind distractor nouns; the context models then read
 ``--context-size 4`` previous sentences.
@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -26,12 +25,10 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
-if REPOSITORY not in sys.path:
-    sys.path.insert(0, REPOSITORY)
 
-from devtools.machine_facts import this_machine  # noqa: E402
-from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots  # noqa: E402
+from devtools.results_file import script_command
+from devtools.machine_facts import this_machine
+from fairseq_ctx.core.plots import PlotsUnavailableError, pyplot, require_plots
 
 ARCHS = ["transformer", "ctx_concat", "dat", "han", "dct", "hce", "hmce"]
 MODEL = ["--share-all-embeddings", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
@@ -131,7 +128,7 @@ def write_results(rows: List[Dict], args: argparse.Namespace, destination: Path,
         "",
         f"- Date: {time.strftime('%Y-%m-%d', time.localtime(started))}; "
         f"machine: {this_machine(int(TOOL_ENV['OMP_NUM_THREADS'])).describe()}",
-        f"- Command: `python examples/context_mt/compare.py {shlex.join(sys.argv[1:])}`",
+        f"- Command: `{script_command('examples/context_mt/compare.py', None)}`",
         f"- Updates: {args.updates} per model, {args.batch_size} sentences per batch; wall time of the whole "
         f"run so far: {(time.time() - started) / 60:.0f} min",
         "",

@@ -11,7 +11,7 @@ interval and p-value (``devtools/bootstrap_intervals.py``).
 Usage (from the repository root, package installed; the ctxpro sets: github.com/rewicks/ctxpro,
 ``release/``; checkpoints, e.g., of the SCAT recipe, scat_en_fr.py):
 
-    python examples/context_mt/ctxpro_en_fr.py \\
+    python -m examples.context_mt.ctxpro_en_fr \\
         --set ctxpro/release/auxiliary.opensubtitles.en-fr.dev.json \\
         --model sentence=work/scat/models/sentence/checkpoints/checkpoint_averaged.pt \\
         --model hmce=work/scat/seed1/models/hmce/checkpoints/checkpoint_last.pt \\
@@ -24,21 +24,18 @@ go to ``--work``/commands.sh. A translation already in ``--work`` is not made ag
 """
 import argparse
 import json
-import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
-if REPOSITORY not in sys.path:
-    sys.path.insert(0, REPOSITORY)
 
-from devtools.bootstrap_intervals import accuracy_interval, paired_difference_interval  # noqa: E402
-from devtools.recipe_report import facts_lines  # noqa: E402
-from devtools.recipe_runs import log_to_stdout  # noqa: E402
-from devtools.recipe_tools import Step, run  # noqa: E402
+from devtools.bootstrap_intervals import accuracy_interval, paired_difference_interval
+from devtools.results_file import script_command
+from devtools.recipe_report import facts_lines
+from devtools.recipe_runs import log_to_stdout
+from devtools.recipe_tools import Step, run
 
 SCRIPT = "examples/context_mt/ctxpro_en_fr.py"
 STEM = "ctxpro_en_fr"
@@ -189,7 +186,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     for set_path in args.sets:
         for name, _ in args.models:
             shutil.copyfile(work / f"{set_name(set_path)}.{name}.fr", translations / f"{set_name(set_path)}.{name}.fr")
-    command = shlex.join(["python", SCRIPT, *argv])
+    command = script_command(SCRIPT, argv)
     (results_dir / f"{STEM}.json").write_text(json.dumps(
         {"command": command, "baseline": args.baseline, "models": dict(args.models), "sets": payload,
          "rules": tables}, indent=2, ensure_ascii=False), encoding="utf-8")

@@ -20,7 +20,7 @@ SCAT layouts (``scat_extra_sets.py``).
 
 Usage (from the repository root, package installed):
 
-    python examples/context_mt/scat_en_fr.py --scat-dir contextual-mt/data/scat \\
+    python -m examples.context_mt.scat_en_fr --scat-dir contextual-mt/data/scat \\
         --multi30k-dir multi30k-dataset/data/task1/raw --seeds 1,2,3
 
 (SCAT: github.com/neulab/contextual-mt, ``data/scat/``, Yin et al. (2021); Multi30k:
@@ -35,7 +35,6 @@ the recipe itself restricted to one model and seed (log: WORK[/seed<N>]/job.MODE
 import argparse
 import functools
 import json
-import shlex
 import shutil
 import sys
 import time
@@ -43,29 +42,26 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
-if REPOSITORY not in sys.path:
-    sys.path.insert(0, REPOSITORY)
 
-import scat_data  # noqa: E402
-import scat_results  # noqa: E402
-from scat_extra_sets import ExtraSet, check_extra_sets, parse_extra_set, score_extra_sets  # noqa: E402
-from devtools.checkpoint_averaging import average_last_epochs, weights_digest  # noqa: E402
-from devtools.plateau_rule import checkpoint_updates  # noqa: E402
-from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
-from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
+from examples.context_mt import scat_data
+from examples.context_mt import scat_results
+from examples.context_mt.scat_extra_sets import ExtraSet, check_extra_sets, parse_extra_set, score_extra_sets
+from devtools.checkpoint_averaging import average_last_epochs, weights_digest
+from devtools.plateau_rule import checkpoint_updates
+from devtools.results_file import script_command
+from devtools.recipe_report import run_header, unfinished_run
+from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,
                                   check_run_options, device_args, failures_message, job_command, log_to_stdout,
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option,
                                   single_seed)
-from devtools.recipe_tools import Step, captured_log, run  # noqa: E402
-from devtools.train_log import (NOT_RECORDED, training_machines, training_seconds, training_stretches,  # noqa: E402
+from devtools.recipe_tools import Step, captured_log, run
+from devtools.train_log import (NOT_RECORDED, training_machines, training_seconds, training_stretches,
                                 validation_curve)
-from devtools.training_stretch import (add_stretch_args, record_stretch, stretch_args, stretch_limit,  # noqa: E402
+from devtools.training_stretch import (add_stretch_args, record_stretch, stretch_args, stretch_limit,
                                        stretch_record)
-from devtools.transformer_tiny import TINY  # noqa: E402
-from scat_evaluation import evaluate, evaluate_multi30k  # noqa: E402
-from scat_results import SENTENCE, SENTENCE_ON_SCAT  # noqa: E402
+from devtools.transformer_tiny import TINY
+from examples.context_mt.scat_evaluation import evaluate, evaluate_multi30k
+from examples.context_mt.scat_results import SENTENCE, SENTENCE_ON_SCAT
 
 CONTEXT_ARCHS = ["hmce", "hce", "ctx_concat", "dat", "han", "dct"]
 TARGET_CONTEXT_MODELS = {"hmce_target": "hmce"}  # name -> arch, trained with --target-context-size 1
@@ -216,7 +212,7 @@ class Recipe:
         record = stretch_record(f"{name}" + ("" if name == SENTENCE else f".seed{seed}"), seed,
                                 (self.stretch_started.get(out, 0), updates), self.budget(name), seconds,
                                 machines[-1] if machines else NOT_RECORDED, validation_curve(log, "loss"),
-                                shlex.join(["python", SCRIPT, *self.argv]))
+                                script_command(SCRIPT, self.argv))
         record_stretch(results_dir(self.args, self.work), record)
         print(f"== {name}, seed {seed}: this stretch ended at update {updates} of {self.budget(name)} after "
               f"{seconds / 60:.1f} min; run the same command again to continue it", flush=True)
@@ -512,7 +508,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                   f"{args.context_updates} updates of "
                   + (f"{args.context_batch_size} sentences" if args.context_batch_size else
                      f"{args.max_tokens} tokens (context tokens included)") + " per model")
-        header = run_header(args, seeds, shlex.join(["python", SCRIPT, *argv]), budget, rule, outcome,
+        header = run_header(args, seeds, script_command(SCRIPT, argv), budget, rule, outcome,
                             trained_on={scat_results.run_name(row): row.get("trained_on", [NOT_RECORDED])
                                         for row in rows})
         scat_results.write(rows, header, {

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-import scat_data
-import scat_results
+from examples.context_mt import scat_data
+from examples.context_mt import scat_results
 from devtools.plateau_rule import checkpoint_updates
 from devtools.recipe_runs import device_args
 from devtools.train_log import sentences_per_update, validation_curve

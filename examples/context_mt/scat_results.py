@@ -22,7 +22,7 @@ from devtools.recipe_report import RunHeader, plot_if_possible, unfinished_lines
 from devtools.seed_statistics import (HELD, NOT_HELD, UNDECIDED, UNTESTED, direction_verdict, format_mean_sd, mean_sd,
                                       t_test)
 from fairseq_ctx.core.generate_output import read_generate_lines
-from scat_extra_sets import extra_set_lines
+from examples.context_mt.scat_extra_sets import extra_set_lines
 
 SENTENCE = "sentence"  # the stage-1 sentence-level model
 SENTENCE_ON_SCAT = "sentence_scat"  # stage 1 continued on the SCAT lines without context: the stage-2 control

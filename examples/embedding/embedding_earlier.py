@@ -11,7 +11,7 @@ from typing import Collection, Dict, List, Mapping, Sequence, Tuple
 
 from devtools.machine_facts import MachineFacts
 from devtools.recipe_tools import read_json
-from multi30k_report import STEM, read_errors_tsv
+from examples.embedding.multi30k_report import STEM, read_errors_tsv
 
 SUMMARY = f"{STEM}.json"
 ERRORS = f"{STEM}.errors.tsv"

@@ -4,21 +4,16 @@ date, the machine, the updates per model, the wall time since the demo started a
 import argparse
 import json
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
-if REPOSITORY not in sys.path:
-    sys.path.insert(0, REPOSITORY)
 
-from devtools.machine_facts import this_machine, utc_now  # noqa: E402
-from fairseq_ctx.embedding.doc_classify import accuracy_matrix, format_matrix, load_split  # noqa: E402
-from fairseq_ctx.embedding.embedder import Embedder, embed_file  # noqa: E402
-from fairseq_ctx.embedding.embedding_plot import plot  # noqa: E402
-from fairseq_ctx.embedding.xsim import DIRECTIONS, xsim_files  # noqa: E402
+from devtools.machine_facts import this_machine, utc_now
+from fairseq_ctx.embedding.doc_classify import accuracy_matrix, format_matrix, load_split
+from fairseq_ctx.embedding.embedder import Embedder, embed_file
+from fairseq_ctx.embedding.embedding_plot import plot
+from fairseq_ctx.embedding.xsim import DIRECTIONS, xsim_files
 
 MULTILINGUAL = {"tmde": "T-MDE", "ct_mde_small": "T-MDE + distance_constraint (cT-MDE)",
                 "ct_mde_detached": "cT-MDE, --distance-detach-target --distance-beta 0.5",

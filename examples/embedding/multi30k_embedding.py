@@ -17,35 +17,30 @@ further --models. Results cover every trained model of the seeds' work directori
 ``--earlier-results FOLDER`` the runs of a results folder the recipe wrote before, whose work directory
 is gone (embedding_earlier.py): those are reported from their kept retrieval errors, not trained again.
 
-    python examples/embedding/multi30k_embedding.py --data multi30k-dataset/data/task1/tok --work work/multi30k
+    python -m examples.embedding.multi30k_embedding --data multi30k-dataset/data/task1/tok --work work/multi30k
 """
 import argparse
 import functools
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPOSITORY = str(Path(HERE).parents[1])  # holds devtools, the helpers of the scripts and tests
-for directory in (HERE, REPOSITORY):
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
 
-from multi30k_embedding_data import (EVAL_PAIRS, TRAIN_PAIRS, URL, ExtraTest, RecipeError, check_data,  # noqa: E402
+from examples.embedding.multi30k_embedding_data import (EVAL_PAIRS, TRAIN_PAIRS, URL, ExtraTest, RecipeError, check_data,
                            check_extra_test, prepare)
-from embedding_earlier import EarlierEmbeddings, read_earlier_results  # noqa: E402
-from devtools.recipe_report import run_header, unfinished_run  # noqa: E402
-from devtools.recipe_tools import read_json  # noqa: E402
-from devtools.train_log import NOT_RECORDED  # noqa: E402
-from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
+from examples.embedding.embedding_earlier import EarlierEmbeddings, read_earlier_results
+from devtools.results_file import script_command
+from devtools.recipe_report import run_header, unfinished_run
+from devtools.recipe_tools import read_json
+from devtools.train_log import NOT_RECORDED
+from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,
                                   check_run_options, failures_message, job_command, log_to_stdout, results_dir,
                                   resume_command, run_jobs, seed_dirs, seed_option)
-from multi30k_models import LAST, MODELS, PLATEAU, SIZES, Budget, ModelRun  # noqa: E402
-from multi30k_report import write_results  # noqa: E402
-from multi30k_retrieval import mean_error, multi30k_rows, retrieval_rows  # noqa: E402
+from examples.embedding.multi30k_models import LAST, MODELS, PLATEAU, SIZES, Budget, ModelRun
+from examples.embedding.multi30k_report import write_results
+from examples.embedding.multi30k_retrieval import mean_error, multi30k_rows, retrieval_rows
 
 SCRIPT = "examples/embedding/multi30k_embedding.py"
 TEST_SET = "test_2016_flickr"
@@ -250,7 +245,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                    f"checkpoint of the lowest validation error is tested" if args.validate_every else
                    f"{args.updates} updates per model; the last checkpoint is tested")
     header = run_header(args, [seed for seed, _ in seed_dirs(args, Path(args.work))],
-                        shlex.join(["python", SCRIPT, *argv]), budget_text, rule, outcome,
+                        script_command(SCRIPT, argv), budget_text, rule, outcome,
                         trained_on={f"{name} seed {seed}": state.get("trained_on", [NOT_RECORDED])
                                     for name, by_seed in runs.items() for seed, state in by_seed.items()})
     report = write_results(results_dir(args, Path(args.work)), header, {

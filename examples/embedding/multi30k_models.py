@@ -15,7 +15,7 @@ from devtools.plateau_rule import PlateauRule, checkpoint_updates, train_until_p
 from devtools.recipe_runs import device_args, precision_args
 from devtools.recipe_tools import Step, captured_log, read_json, run, write_json
 from devtools.train_log import training_machines
-from multi30k_embedding_data import TRAIN_PAIRS, RecipeError
+from examples.embedding.multi30k_embedding_data import TRAIN_PAIRS, RecipeError
 
 # Model name -> (label, arch, criterion). Same updates, batches and optimiser for all.
 MODELS = {

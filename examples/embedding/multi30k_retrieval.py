@@ -7,7 +7,7 @@ import os
 import statistics
 from typing import Dict, List, Sequence, Tuple
 
-from multi30k_embedding_data import EVAL_PAIRS, LANGS, TRAIN_PAIRS, data_file
+from examples.embedding.multi30k_embedding_data import EVAL_PAIRS, LANGS, TRAIN_PAIRS, data_file
 
 
 def retrieval_rows(checkpoint: str, spm: str, texts: Dict[str, str], pairs: Sequence[Tuple[str, str]], out_dir: str,

@@ -7,7 +7,7 @@ Each side is a results file of ``multi30k_multisource.py``: the run's ``multi30k
 may be given per side. Only models present on both sides are compared, and both sides must have
 been trained with the same settings apart from the precision (checked).
 
-    python examples/multimodal_mt/compare_precision.py \\
+    python -m examples.multimodal_mt.compare_precision \\
         --fp32 examples/multimodal_mt/results/2000_updates/multi30k_multisource.json \\
         --amp WORK/results/text-only.json WORK/results/serial-fr.json --out DIR
 """

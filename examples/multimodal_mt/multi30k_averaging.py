@@ -15,9 +15,9 @@ from typing import Callable, Dict, List
 from devtools.plateau_rule import checkpoint_updates
 from devtools.recipe_tools import write_whole
 from devtools.checkpoint_averaging import average_checkpoints, epoch_checkpoints, window_checkpoints
-from multi30k_data import TARGET
-from multi30k_evaluation import export_hypotheses, read_lines, test_scores
-from multi30k_runs import ModelRun
+from examples.multimodal_mt.multi30k_data import TARGET
+from examples.multimodal_mt.multi30k_evaluation import export_hypotheses, read_lines, test_scores
+from examples.multimodal_mt.multi30k_runs import ModelRun
 
 AVERAGED = "checkpoint_averaged.pt"
 BEST = "checkpoint_best.pt"

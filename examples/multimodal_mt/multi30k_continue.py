@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from devtools.recipe_tools import read_json, write_json
 from devtools.checkpoint_averaging import epoch_checkpoints
-from multi30k_runs import ModelRun, data_difference, different_settings, record_in
+from examples.multimodal_mt.multi30k_runs import ModelRun, data_difference, different_settings, record_in
 
 MARKER = "continued_from.json"  # in the run's eval directory: what its results file records
 

@@ -14,8 +14,8 @@ from typing import Callable, Collection, Dict, List, Optional, Sequence, Tuple
 from devtools.machine_facts import MachineFacts
 from devtools.recipe_report import EARLIER_TIMES
 from devtools.recipe_tools import read_json
-from multi30k_evaluation import hypotheses_name, read_lines, run_scores, test_scores
-from multi30k_runs import Model, ModelRun, decoded_test_sets, different_settings
+from examples.multimodal_mt.multi30k_evaluation import hypotheses_name, read_lines, run_scores, test_scores
+from examples.multimodal_mt.multi30k_runs import Model, ModelRun, decoded_test_sets, different_settings
 
 
 @dataclass

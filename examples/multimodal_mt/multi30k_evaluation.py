@@ -15,8 +15,8 @@ from devtools.plateau_rule import AVERAGED_BLEU_PLATEAU, BLEU_PLATEAU, PlateauRu
 from devtools.recipe_tools import write_whole
 from devtools.seed_statistics import direction_verdict, mean_sd_text, paired_t_test, summary
 from fairseq_ctx.core.scoring import load_translations, paired_bootstrap, sacrebleu_metrics
-from multi30k_data import TARGET
-from multi30k_runs import ModelRun, decoded_test_sets
+from examples.multimodal_mt.multi30k_data import TARGET
+from examples.multimodal_mt.multi30k_runs import ModelRun, decoded_test_sets
 
 SACREBLEU_COMMAND = "sacrebleu {reference} -i {hypotheses} -m bleu chrf --tokenize none -w 2"
 BOOTSTRAP_COMMAND = "sacrebleu {reference} -i {baseline} {system} -m bleu chrf --tokenize none --paired-bs -f text"

@@ -14,7 +14,7 @@ Data (Elliott et al., 2016), not downloaded here: https://github.com/multi30k/da
 holds ``{train,val,test_2016_flickr,…}.lc.norm.tok.{en,de,fr,cs}`` (lowercased, normalised,
 Moses-tokenised; 29,000 / 1,014 / 1,000 lines). Pass that directory as the first argument.
 
-    python examples/multimodal_mt/multi30k_multisource.py path/to/dataset/data/task1/tok
+    python -m examples.multimodal_mt.multi30k_multisource path/to/dataset/data/task1/tok
 
 Every stage whose output exists is skipped (sentencepiece, binarization, each trained model, each
 decoded test set), so rerunning the same command resumes; ``--models`` / ``--pairs`` / ``--seeds``
@@ -25,7 +25,6 @@ N in ``<work>/seed<N>/``, laid out the same way.
 import argparse
 import functools
 import json
-import shlex
 import shutil
 import sys
 import time
@@ -33,26 +32,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-REPOSITORY = str(Path(__file__).resolve().parents[2])  # holds devtools, the helpers of the scripts and tests
-if REPOSITORY not in sys.path:
-    sys.path.insert(0, REPOSITORY)
 
-from devtools.recipe_report import run_header  # noqa: E402
-from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,  # noqa: E402
+from devtools.results_file import script_command
+from devtools.recipe_report import run_header
+from devtools.recipe_runs import (Job, add_report_only, add_run_options, check_report_only,
                                   check_run_options, device_args, failures_message, job_command, log_to_stdout,
                                   precision_args, results_dir, resume_command, run_jobs, seed_dirs, seed_option)
-from devtools.recipe_tools import Step, captured_log, run, write_json  # noqa: E402
-from devtools.transformer_tiny import TINY  # noqa: E402
-from devtools.train_log import NOT_RECORDED, training_machines, training_seconds, validation_curve  # noqa: E402
-from multi30k_averaging import averaged_curve, budget_curve, tested_checkpoint  # noqa: E402
-from multi30k_evaluation import protocol_text  # noqa: E402
-from multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here  # noqa: E402
-from multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, VALID, check_data, data_file,  # noqa: E402
+from devtools.recipe_tools import Step, captured_log, run, write_json
+from devtools.transformer_tiny import TINY
+from devtools.train_log import NOT_RECORDED, training_machines, training_seconds, validation_curve
+from examples.multimodal_mt.multi30k_averaging import averaged_curve, budget_curve, tested_checkpoint
+from examples.multimodal_mt.multi30k_evaluation import protocol_text
+from examples.multimodal_mt.multi30k_continue import continuation_of, continue_run, refuse_uncontinuable, started_here
+from examples.multimodal_mt.multi30k_data import (DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET, VALID, check_data, data_file,
                            parse_test_sets, prepare, split_name)
-from multi30k_earlier import (add_earlier_results_option, earlier_results, load_earlier_results,  # noqa: E402
+from examples.multimodal_mt.multi30k_earlier import (add_earlier_results_option, earlier_results, load_earlier_results,
                               read_earlier_summary, skipping_earlier)
-from multi30k_results import SUMMARY  # noqa: E402
-from multi30k_runs import (LABEL_SMOOTHED, Model, ModelRun, RunTable, decoded_test_sets, missing_work,  # noqa: E402
+from examples.multimodal_mt.multi30k_results import SUMMARY
+from examples.multimodal_mt.multi30k_runs import (LABEL_SMOOTHED, Model, ModelRun, RunTable, decoded_test_sets, missing_work,
                            refuse_other_settings, survey, training_settings)
 
 SCRIPT = "examples/multimodal_mt/multi30k_multisource.py"
@@ -365,7 +362,7 @@ class Invocation:
         args, context = self.args, self.context
         rule = protocol_text(args)[1]
         trained_on = {f"{r.name} seed {r.seed}": r.record().get("trained_on", [NOT_RECORDED]) for r in trained}
-        header = run_header(args, [seed for seed, _ in context.seeds], shlex.join(["python", self.script, *self.argv]),
+        header = run_header(args, [seed for seed, _ in context.seeds], script_command(self.script, self.argv),
                             budget, rule, "", one_seed, trained_on)
         return {"header": header,
                 "this_invocation_wall_s": time.time() - self.start, "sentences": context.counts,
@@ -431,7 +428,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         return model_run(Model(record["strategy"], record["second_source"]), seed, directory)
 
     def write(table: RunTable, data_steps: Sequence[Step]) -> List[Path]:
-        from multi30k_results import write_results
+        from examples.multimodal_mt.multi30k_results import write_results
 
         budget = f"{args.max_update} updates of {args.batch_size} sentences per model, {protocol_text(args)[0]}"
         references = {stem: data_file(args.data, stem, TARGET) for stem in context.test_sets}

@@ -11,12 +11,12 @@ from typing import Dict, List, Optional, Sequence
 from devtools.recipe_report import plot_if_possible, unfinished_lines
 from devtools.seed_statistics import (HELD, NOT_HELD, SIGNIFICANCE, UNDECIDED, UNTESTED, direction_verdict,
                                       mean_sd_text, power_note)
-from multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
+from examples.multimodal_mt.multi30k_evaluation import (best_validation, compare, comparison_cells, comparison_header, convergence_lines,
                                  convergence_rows, left_out_lines, over_seeds, p_text, read_lines, recompute_note,
                                  score_decoded)
-from multi30k_averaging import export_curve_hypotheses
-from multi30k_earlier import EarlierResults, EarlierRun, earlier_lines, score_earlier
-from multi30k_runs import ModelRun, RunTable
+from examples.multimodal_mt.multi30k_averaging import export_curve_hypotheses
+from examples.multimodal_mt.multi30k_earlier import EarlierResults, EarlierRun, earlier_lines, score_earlier
+from examples.multimodal_mt.multi30k_runs import ModelRun, RunTable
 
 ORDER = ["text-only", "serial", "parallel", "flat", "hierarchical", "rnn-hierarchical"]
 BASELINE = "text-only"

@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from devtools.plateau_rule import checkpoint_updates
 from devtools.recipe_report import unfinished_run
 from devtools.recipe_tools import read_json
-from multi30k_data import DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET
+from examples.multimodal_mt.multi30k_data import DEFAULT_TEST, SOURCE, SPM_LANGS, TARGET
 
 LABEL_SMOOTHED = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
 # what a results file written before these settings existed was run with

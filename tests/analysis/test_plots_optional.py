@@ -101,8 +101,7 @@ def test_attention_plot_writes_its_json_without_matplotlib(no_matplotlib, multim
 
 
 def test_a_recipe_stops_before_training(no_matplotlib, tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples" / "context_mt"))
-    import compare
+    from examples.context_mt import compare
 
     work = tmp_path / "work"
     monkeypatch.setattr(sys, "argv", ["compare.py", "--work", str(work), "--out", str(tmp_path / "out")])

@@ -169,8 +169,7 @@ def test_translate_doc_refuses_stdout_redirected_into_its_input(tmp_path):
     text.write_text("a sentence .\n")
     with open(text, "a") as stdout:
         result = subprocess.run([sys.executable, "-m", "fairseq_ctx.cli.translate_doc", "unused.pt", "--input", str(text)],
-                                stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                                stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     assert result.returncode == 2
     assert f"standard output is redirected into the input {text}" in result.stderr
     assert text.read_text() == "a sentence .\n"
@@ -183,8 +182,7 @@ def test_translate_doc_refuses_stdin_and_stdout_on_one_file(tmp_path, mode):
     text.write_text("a sentence .\n")
     with open(text, "r") as stdin, open(text, mode) as stdout:
         result = subprocess.run([sys.executable, "-m", "fairseq_ctx.cli.translate_doc", "unused.pt"], stdin=stdin,
-                                stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                                stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     assert result.returncode == 2
     assert "standard output is redirected into the file standard input reads" in result.stderr
     assert text.read_text() == "a sentence .\n"

@@ -1,27 +1,18 @@
 """benchmarks/context_op_count.py: what its counter counts, and the premise of hmce's CPU-only
 length chunks (a chunked training step runs more operations than one pass)."""
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from tests.helpers import batch_of, build
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "context_op_count.py"
 
 
 @pytest.fixture(scope="module")
 def counter():
-    spec = importlib.util.spec_from_file_location("context_op_count", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    saved = list(sys.path)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
-    return module.OperationCount
+    from benchmarks.context_op_count import OperationCount
+
+    return OperationCount
 
 
 def test_counts_operations_products_and_host_syncs_not_views(counter):

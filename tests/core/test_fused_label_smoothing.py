@@ -1,7 +1,5 @@
 """--criterion fused_label_smoothed_cross_entropy gives fairseq's label_smoothed_cross_entropy:
 the same loss, nll_loss and logged values, and the same gradients, computed from the logits."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +10,6 @@ from fairseq_ctx.core.fused_label_smoothing import (FusedLabelSmoothedCrossEntro
                                                     scores_plain_logits)
 
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "label_smoothing_speed.py"
 
 
 class Task:
@@ -21,10 +18,9 @@ class Task:
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location("label_smoothing_speed", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import label_smoothing_speed
+
+    return label_smoothing_speed
 
 
 def tiny_model_and_sample(seed: int = 0):

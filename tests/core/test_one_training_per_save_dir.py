@@ -26,7 +26,7 @@ def train(data, save_dir, *extra):
 def test_a_second_training_into_a_save_dir_in_use_stops_before_its_first_step(tiny_data, tmp_path):
     save_dir = tmp_path / "ck"
     other = subprocess.Popen([sys.executable, "-c", HOLD, str(save_dir)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                             stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout.readline() == "held\n"
         with pytest.raises(SaveDirInUseError, match=(

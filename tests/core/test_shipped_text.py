@@ -36,3 +36,15 @@ def test_no_shipped_file_refers_to_developer_material():
 
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
+
+
+SYS_PATH_EDIT = re.compile(r"sys\.path\s*(\.(insert|append|extend|remove)\b|\[[^\]]*\]\s*=|\s*[+]?=)|syspath_prepend|"
+                           r"spec_from_file_location")
+
+
+def test_no_python_file_edits_the_import_path():
+    """Recipes, benchmarks and tests import each other as packages from the repository root."""
+    hits = [f"{name}:{number}: {line.strip()}" for name, path in shipped_files() if path.suffix == ".py"
+            and name != "tests/core/test_shipped_text.py"
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if SYS_PATH_EDIT.search(line)]
+    assert not hits, "\n".join(hits)

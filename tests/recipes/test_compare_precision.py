@@ -1,13 +1,11 @@
 """examples/multimodal_mt/compare_precision.py: float32 and --amp results of the same recipe side by
 side, judged by the stated BLEU tolerance; runs of other settings are refused."""
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "multimodal_mt"))
-import compare_precision  # noqa: E402
+from examples.multimodal_mt import compare_precision
 
 SETTINGS = {"max_update": 2000, "batch_size": 64, "lr": 0.001, "seed": 1, "workers": 1}
 

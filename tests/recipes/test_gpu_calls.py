@@ -5,19 +5,15 @@ and 10 tiny runs (about 4 minutes on 2 cores): they are ``long`` tests, run by `
 import json
 import shlex
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.helpers import run_module
 from tests.recipes.test_recipe_multi30k_multisource import write_fixture
 from tests.recipes.test_recipe_scat import write_data
 
-CALLS = Path(__file__).resolve().parents[2] / "examples" / "gpu_calls.py"
-
-
 def call(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(CALLS), *argv], capture_output=True, text=True, timeout=900)
+    return run_module("examples.gpu_calls", argv, capture_output=True, text=True, timeout=900)
 
 
 def command_of(*argv: str) -> list:
@@ -29,13 +25,13 @@ def command_of(*argv: str) -> list:
 
 def test_the_gpu_calls_run_the_recipes_grids_on_the_gpu(tmp_path):
     [scat] = command_of("scat-grid", "--scat-dir", "s", "--multi30k-dir", "m", "--work", "w", "--results", "r")
-    assert scat[1].endswith("examples/context_mt/scat_en_fr.py")
+    assert scat[1:3] == ["-m", "examples.context_mt.scat_en_fr"]
     models = scat[scat.index("--models") + 1:scat.index("--models") + 6]
     assert models == ["sentence_scat", "hmce", "hce", "ctx_concat", "hmce_target"]
     assert scat[scat.index("--seeds") + 1] == "1,2,3" and scat[scat.index("--device") + 1] == "cuda"
     assert "--sentence-updates" not in scat and "--context-updates" not in scat  # the recipe's published budgets
     multi30k, report = command_of("multi30k-grid", "--multi30k-tok", "t", "--seed", "2", "--work", "w", "--results", "r")
-    assert multi30k[1].endswith("examples/multimodal_mt/multi30k_multisource.py")
+    assert multi30k[1:3] == ["-m", "examples.multimodal_mt.multi30k_multisource"]
     assert multi30k[multi30k.index("--models") + 1] == "text-only,serial,parallel,flat,hierarchical"
     assert multi30k[multi30k.index("--max-update") + 1] == "8000" and multi30k[multi30k.index("--pairs") + 1] == "fr"
     assert multi30k[multi30k.index("--seeds") + 1] == "2" and multi30k[multi30k.index("--device") + 1] == "cuda"

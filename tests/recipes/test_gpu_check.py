@@ -3,32 +3,25 @@ the CPU (hmce and tmde trained in float32 and with --amp, the target-context hmc
 fairseq-generate, fairseq-interactive, fairseq-ctx-translate-doc and the hub with every module
 input on the model's device, both speed pairs timed) and writes its results table where --results
 says; the rules that fail a training run, the device watch and the exit status do what they say."""
-import importlib.util
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import List
 
 import pytest
 import torch
 
+from tests.helpers import run_module
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "gpu_fp16_check.py"
 PATHS = ["fairseq-generate", "fairseq-interactive", "fairseq-ctx-translate-doc", "hub translate_stream"]
 
 
 @pytest.fixture(scope="module")
 def check():
-    """The script as a module (its sibling modules in benchmarks/ imported as the script imports them)."""
-    spec = importlib.util.spec_from_file_location("gpu_fp16_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    return module
+    """The script as a module."""
+    from benchmarks import gpu_fp16_check
+
+    return gpu_fp16_check
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +30,8 @@ def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu_check")
     results = out / "results.md"
     results.write_text("# earlier results\n", encoding="utf-8")
-    completed = subprocess.run(
-        [sys.executable, str(SCRIPT), "--dry-run", "--archs", "hmce,tmde", "--work", str(out / "work"),
+    completed = run_module(
+        "benchmarks.gpu_fp16_check", ["--dry-run", "--archs", "hmce,tmde", "--work", str(out / "work"),
          "--results", str(results)], capture_output=True, text=True, cwd=out)
     return completed.returncode, completed.stdout + completed.stderr, results.read_text(encoding="utf-8"), out / "work"
 
@@ -63,7 +56,7 @@ def test_dry_run_passes_and_appends_one_section(dry_run):
     assert results.count("\n## ") == 1 and ": dry run on the CPU" in results
     header = dict(line[2:].split(": ", 1) for line in results.splitlines() if line.startswith("- "))
     assert header["GPU"] == "none" and header["result"] == "PASS"
-    assert header["command"].startswith("python benchmarks/gpu_fp16_check.py --dry-run --archs hmce,tmde")
+    assert header["command"].startswith("python -m benchmarks.gpu_fp16_check --dry-run --archs hmce,tmde")
     assert header["versions"].startswith(f"torch {torch.__version__}, CUDA")
     assert results.split("## ", 1)[1] in printed
 

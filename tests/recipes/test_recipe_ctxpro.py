@@ -3,8 +3,6 @@ with two trained models: per rule, the counts are the generative tool's (which a
 the difference is the two models' accuracies apart, the intervals are bootstrap intervals, and a
 rerun translates nothing again."""
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +11,6 @@ from tests.context.test_ctxpro_sets import write_set
 
 pytest.importorskip("ctxpro")
 
-RECIPE_DIR = Path(__file__).resolve().parents[2] / "examples" / "context_mt"
 
 
 def test_bootstrap_intervals_of_known_outcomes():
@@ -29,11 +26,7 @@ def test_bootstrap_intervals_of_known_outcomes():
 def test_the_recipe_reports_each_rule_of_each_model_against_the_baseline(trained_baselines, tiny_data, tmp_path):
     from fairseq_ctx.context import hub
 
-    sys.path.insert(0, str(RECIPE_DIR))
-    try:
-        import ctxpro_en_fr as recipe
-    finally:
-        sys.path.remove(str(RECIPE_DIR))
+    from examples.context_mt import ctxpro_en_fr as recipe
     write_set(tmp_path, hub.load(str(trained_baselines["dat"][0] / "checkpoint_last.pt"), beam=2))
     argv = ["--set", str(tmp_path / "set.json"), "--model",
             f"sentence={trained_baselines['transformer'][0] / 'checkpoint_last.pt'}", "--model",
@@ -66,11 +59,7 @@ def test_the_recipe_reports_each_rule_of_each_model_against_the_baseline(trained
 
 
 def test_the_recipe_refuses_a_baseline_that_is_not_a_model(tmp_path, capsys):
-    sys.path.insert(0, str(RECIPE_DIR))
-    try:
-        import ctxpro_en_fr as recipe
-    finally:
-        sys.path.remove(str(RECIPE_DIR))
+    from examples.context_mt import ctxpro_en_fr as recipe
     (tmp_path / "s.json").write_text("[]")
     (tmp_path / "s.input").write_text("")
     (tmp_path / "m.pt").write_text("")

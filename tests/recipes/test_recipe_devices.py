@@ -2,24 +2,20 @@
 command they build carries fairseq's ``--cpu``; with ``cuda`` none does, so fairseq trains and
 decodes on the GPU; both parse as the stock tools' arguments. (The GPU runs themselves need a
 GPU; the refusal without one is tested with the run options.)"""
-from pathlib import Path
 
 import pytest
 import torch
 from fairseq import options
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture
 def recipes(monkeypatch):
     """The recipe modules, on a machine that claims a GPU (``--device cuda`` is checked, not used)."""
-    for family in ("multimodal_mt", "context_mt", "embedding"):
-        monkeypatch.syspath_prepend(str(EXAMPLES / family))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    import multi30k_models
-    import multi30k_multisource
-    import scat_en_fr
+    from examples.embedding import multi30k_models
+    from examples.multimodal_mt import multi30k_multisource
+    from examples.context_mt import scat_en_fr
 
     return multi30k_multisource, scat_en_fr, multi30k_models
 

@@ -2,10 +2,8 @@
 200-sentence fixture in Multi30k's layout, written from the generated multilingual corpus: one
 seed in the work directory itself with a fixed budget, and two seeds side by side in two jobs,
 trained by the plateau rule, with an extra Tatoeba-style test set."""
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,14 +11,12 @@ import pytest
 from fairseq_ctx.embedding.demo.multilingual_corpus import MultilingualSizes, write_multilingual_corpus
 from fairseq_ctx.embedding.xsim import xsim_files
 
-RECIPE = Path(__file__).resolve().parents[2] / "examples" / "embedding" / "multi30k_embedding.py"
-sys.path.insert(0, str(RECIPE.parent))
-from multi30k_embedding_data import RecipeError  # noqa: E402
-from multi30k_models import Budget, ModelRun, train_args  # noqa: E402
-from devtools.machine_facts import MachineFacts  # noqa: E402
-from devtools.plateau_rule import checkpoint_updates  # noqa: E402
-from devtools.recipe_runs import chosen_precision  # noqa: E402
-from devtools.seed_statistics import direction_verdict, t_test  # noqa: E402
+from examples.embedding.multi30k_embedding_data import RecipeError
+from examples.embedding.multi30k_models import Budget, ModelRun, train_args
+from devtools.machine_facts import MachineFacts
+from devtools.plateau_rule import checkpoint_updates
+from devtools.recipe_runs import chosen_precision
+from devtools.seed_statistics import direction_verdict, t_test
 
 HERE = chosen_precision("cpu")  # what --precision auto, the default, trains with (the suite forces the probe: conftest.py)
 
@@ -32,10 +28,9 @@ TINY = ["--size", "tiny", "--bpe-vocab", "120"]
 
 
 def load_recipe():
-    spec = importlib.util.spec_from_file_location("multi30k_embedding", RECIPE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from examples.embedding import multi30k_embedding
+
+    return multi30k_embedding
 
 
 def write_fixture(root: Path) -> Path:

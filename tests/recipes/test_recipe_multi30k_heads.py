@@ -15,17 +15,14 @@ from tests.helpers import BIN_DIR
 from devtools.seed_statistics import direction_verdict, no_cost_verdict, paired_t_test
 from tests.recipes.test_recipe_multi30k_multisource import SMALL, write_fixture
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SETTINGS = [*SMALL[:SMALL.index("--heads")], "--heads", "4", *SMALL[SMALL.index("--heads") + 2:]]
 
 
 @pytest.fixture(scope="module")
 def heads_recipe():
-    sys.path.insert(0, str(EXAMPLES / "cka"))
-    import multi30k_heads
+    from examples.cka import multi30k_heads
 
     yield multi30k_heads
-    sys.path.remove(str(EXAMPLES / "cka"))
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +33,7 @@ def controls(heads_recipe, tmp_path_factory):
     data, work = root / "multi30k", root / "work"
     data.mkdir()
     write_fixture(data)
-    import multi30k_multisource
+    from examples.multimodal_mt import multi30k_multisource
 
     multi30k_multisource.main([str(data), "--work", str(root / "multisource"), "--models", "text-only", "--pairs", "fr",
                                "--jobs", "1", *SETTINGS])
@@ -124,7 +121,7 @@ def test_similarity_is_the_mean_of_the_head_analysis_and_the_verdicts_follow_it(
     assert rows["hsic0.1"]["per_seed"]["1"]["valid_hsic"] > 0 and base["per_seed"]["1"]["valid_hsic"] is None
     for heading in ("Yun (2022), Table 4.5", "Yun (2022), Table 4.4", "- Date:", "- Machine:", "- Precision: fp32",
                     "- Seeds: 1, 2\n", "- Budget: 40 updates of 50 sentences per variant",
-                    "- Command: `python examples/cka/multi30k_heads.py", "- Convergence: baseline (seed 1): not judged",
+                    "- Command: `python -m examples.cka.multi30k_heads", "- Convergence: baseline (seed 1): not judged",
                     "- Verdicts: an expected direction held when"):
         assert heading in controls.table
     assert (controls.results / "heads_drophead0.3.seed1.png").read_bytes()[:4] == b"\x89PNG"
@@ -162,7 +159,7 @@ def test_a_variant_is_resumed_from_where_it_stopped(heads_recipe, controls, tmp_
     assert [(u["name"], u["state"]) for u in summary["unfinished"]] == [("hsic0.1", "missing: head analysis")]
     # the variants with results are reported (drophead0.3's results file too, though not asked for)
     assert [row["name"] for row in summary["similarity"]] == ["baseline", "drophead0.3"]
-    heads_recipe.main(summary["unfinished"][0]["command"].split()[2:])
+    heads_recipe.main(summary["unfinished"][0]["command"].split()[3:])  # python -m MODULE ARGS
     again = json.loads((work / "seed1" / "heads" / "hsic0.1" / "heads.json").read_text())
     first = json.loads((controls.work / "seed1" / "heads" / "hsic0.1" / "heads.json").read_text())
     assert again == first  # the same checkpoint and validation positions give the same numbers
@@ -242,7 +239,7 @@ def test_head_analysis_without_matplotlib_writes_its_tables_and_says_why_no_pict
 
 
 def test_hsic_weight_gives_the_terms_weight_and_gradient_share_linear_in_lambda(controls, tmp_path):
-    import hsic_weight  # examples/cka, on the path through the heads_recipe fixture
+    from examples.cka import hsic_weight  # examples/cka, on the path through the heads_recipe fixture
 
     seed_dir = controls.work / "seed1"
     hsic_weight.main([str(seed_dir / "checkpoints" / "baseline" / "checkpoint_best.pt"), str(seed_dir / "data-bin"),

@@ -27,7 +27,6 @@ from devtools.train_log import validation_curve
 
 pytestmark = pytest.mark.heavy  # handed out first under xdist (conftest.py)
 
-RECIPE_DIR = Path(__file__).resolve().parents[2] / "examples" / "multimodal_mt"
 # en word -> (de, fr, cs)
 LEXICON = {
     "a": ("ein", "un", "jeden"), "man": ("mann", "homme", "muž"), "woman": ("frau", "femme", "žena"),
@@ -73,11 +72,9 @@ HERE = chosen_precision("cpu")  # what --precision auto, the default, trains wit
 
 @pytest.fixture(scope="module")
 def recipe():
-    sys.path.insert(0, str(RECIPE_DIR))
-    import multi30k_multisource
+    from examples.multimodal_mt import multi30k_multisource
 
     yield multi30k_multisource
-    sys.path.remove(str(RECIPE_DIR))
 
 
 def sacrebleu_cli(*args: str) -> str:
@@ -351,7 +348,7 @@ def test_a_run_continued_from_fewer_updates_equals_the_run_trained_at_once(recip
 
 
 def test_two_runs_hold_the_same_data_when_their_vocabulary_and_dictionaries_are_equal(seeded, tmp_path):
-    from multi30k_runs import data_difference
+    from examples.multimodal_mt.multi30k_runs import data_difference
 
     mine, other = seeded.work / "seed1", tmp_path / "other"
     for name in ("spm/spm.vocab", "dict/dict.all.txt", "data-bin/dict.en.txt", "data-bin/dict.de.txt"):
@@ -478,7 +475,7 @@ def test_a_run_of_the_one_seed_layout_is_picked_up_by_seeds_and_resumed(recipe, 
     assert [p.name for p in (seed3 / "checkpoints" / "serial-fr").iterdir()] == ["checkpoint_last.pt"]
     assert not (seed3 / "results" / "serial-fr.json").exists()  # a report trains nothing
 
-    recipe.main(command.split()[2:])  # the listed command, as a reader would run it
+    recipe.main(command.split()[3:])  # the listed command, as a reader would run it
     record = json.loads((seed3 / "results" / "text-only.json").read_text())
     assert sorted(record["test_sets"]) == sorted(["test_2016_flickr", EXTRA_TEST]) and record["train_wall_s"] == 5.0
     assert (seed3 / "eval" / "text-only" / f"generate-{EXTRA_TEST}.txt").is_file()
@@ -563,7 +560,7 @@ def test_resume_refuses_results_trained_with_other_settings(recipe, tmp_path):
 
 
 def test_sentencepiece_segmentation_is_deterministic_and_lossless(recipe, tmp_path):
-    from multi30k_data import encode, split_name, train_sentencepiece
+    from examples.multimodal_mt.multi30k_data import encode, split_name, train_sentencepiece
 
     data = tmp_path / "multi30k"
     data.mkdir()
@@ -600,7 +597,7 @@ def test_a_resumed_run_keeps_the_validations_logged_before_it_stopped(tmp_path):
 
 
 def test_the_direction_is_stated_for_one_or_several_multi_source_models(recipe):
-    from multi30k_results import direction
+    from examples.multimodal_mt.multi30k_results import direction
 
     def row(name: str, second_source, delta: float = 0.0, verdict: str = "", p: float = 0.0) -> dict:
         versus = {"seeds": [1], "delta_bleu": {"mean": delta, "sd": None}, "verdict": verdict, "verdict_p": p}
@@ -619,7 +616,7 @@ def test_the_direction_is_stated_for_one_or_several_multi_source_models(recipe):
 
 
 def test_the_length_check_follows_its_stated_rule(recipe):
-    from multi30k_results import length_check
+    from examples.multimodal_mt.multi30k_results import length_check
 
     base = {"ratio": {"mean": 0.95}}
 
@@ -640,7 +637,7 @@ def test_the_length_check_follows_its_stated_rule(recipe):
 
 
 def test_the_convergence_outcome_is_the_rules_on_the_text_only_curve(recipe):
-    from multi30k_results import convergence
+    from examples.multimodal_mt.multi30k_results import convergence
 
     def judged(name: str, second_source, seed: int, *bleus: float) -> dict:
         curve = [[250 * (k + 1), bleu] for k, bleu in enumerate(bleus)]

@@ -180,10 +180,10 @@ def test_commands_that_resume_a_run_or_do_it_in_a_job():
     assert edited_argv(parser, argv, {"--seeds": "2", "--models": "b"}, drop=["--restart", "--results"]) == \
         ["--work", "w", "--extra-test", "x.fr", "x.en", "--jobs", "2", "--seeds", "2", "--models", "b"]
     assert resume_command(parser, "examples/r.py", argv, {"--seeds": "2", "--models": "b"}, drop=["--restart"]) == \
-        "python examples/r.py --work w --extra-test x.fr x.en --jobs 2 --out r --seeds 2 --models b"
+        "python -m examples.r --work w --extra-test x.fr x.en --jobs 2 --out r --seeds 2 --models b"
     command = job_command(parser, "examples/r.py", argv, {"--seeds": "2", "--models": "b"}, drop=["--restart"])
-    assert command[0] == sys.executable and command[1].endswith("/examples/r.py")
-    child = parser.parse_args(command[2:])
+    assert command[:3] == (sys.executable, "-m", "examples.r")
+    child = parser.parse_args(command[3:])
     assert (child.seeds, child.models, child.jobs, child.no_report, child.restart, child.results) == \
         ([2], ["b"], 1, True, False, "r")
 

@@ -8,7 +8,6 @@ import logging
 import random
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from devtools.train_log import validation_curve
 from fairseq_ctx.context.contrastive.scat import read_marked_context
 from fairseq_ctx.core.sentencepiece_codec import SentencePieceCodec
 
-RECIPE_DIR = Path(__file__).resolve().parents[2] / "examples" / "context_mt"
 NOUNS = [("table", "table", "elle"), ("car", "voiture", "elle"), ("book", "livre", "il"), ("tree", "arbre", "il"),
          ("house", "maison", "elle"), ("dog", "chien", "il")]
 STAGE_TWO = ["sentence_scat", "hmce_target"]
@@ -68,11 +66,9 @@ def write_data(root: Path, seed: int = 1) -> tuple:
 
 @pytest.fixture(scope="module")
 def recipe():
-    sys.path.insert(0, str(RECIPE_DIR))
-    import scat_en_fr
+    from examples.context_mt import scat_en_fr
 
     yield scat_en_fr
-    sys.path.remove(str(RECIPE_DIR))
 
 
 @pytest.fixture(scope="module")
@@ -350,7 +346,7 @@ def test_report_only_reports_the_finished_runs_and_lists_the_rest_training_nothi
     assert all("not trained yet" in u["state"] and "--seeds 3" in u["command"] and "--report-only" not in u["command"]
                for u in stage_two)
     with pytest.raises(SystemExit, match=r"--report-only: stage 1 has no result yet .*train it first: python "
-                                         r"examples/context_mt/scat_en_fr.py .*--stage-one-only"):
+                                         r"-m examples.context_mt.scat_en_fr .*--stage-one-only"):
         recipe.main([*edited(argv, "--work", str(tmp_path / "empty")), "--report-only"])
     with pytest.raises(SystemExit):
         recipe.main([*argv, "--report-only", "--restart"])
@@ -370,15 +366,15 @@ def test_a_job_and_a_resume_command_repeat_the_settings_of_the_command(recipe, r
     args = recipe.parse_args(parser, argv)
     command = job_command(parser, recipe.SCRIPT, argv, {"--seeds": "2", "--models": "hmce"},
                                  drop=["--restart", "--stage-one-only"])
-    assert command[1].endswith("examples/context_mt/scat_en_fr.py")
-    child = recipe.parse_args(parser, list(command[2:]))
+    assert command[1:3] == ("-m", "examples.context_mt.scat_en_fr")
+    child = recipe.parse_args(parser, list(command[3:]))
     # stage 1's seed goes with every job: stage 2 starts from it
     assert vars(child) == {**vars(args), "models": ["hmce"], "seeds": [2], "jobs": 1, "no_report": True,
                            "restart": False}
     # what resumes a run never deletes the work directory first
     [listed] = recipe.unfinished(recipe.Recipe(args), [("hmce", 2)], parser, argv)
     assert listed["name"] == "hmce" and "--restart" not in listed["command"]
-    assert listed["command"].startswith("python examples/context_mt/scat_en_fr.py --scat-dir")
+    assert listed["command"].startswith("python -m examples.context_mt.scat_en_fr --scat-dir")
     assert listed["command"].endswith("--seed 3 --seeds 2 --models hmce")
 
 

@@ -1,0 +1,1 @@
+"""Speed and precision benchmarks, run from the repository root: ``python -m benchmarks.<benchmark> ...``."""

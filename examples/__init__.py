@@ -1,0 +1,1 @@
+"""The recipes, run from the repository root as modules: ``python -m examples.<family>.<recipe> ...``."""

@@ -1,0 +1,1 @@
+"""CKA and head-diversity recipes: ``python -m examples.cka.<recipe>``."""

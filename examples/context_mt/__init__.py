@@ -1,0 +1,1 @@
+"""Context-aware MT recipes (SCAT, ctxpro, the model comparison): ``python -m examples.context_mt.<recipe>``."""

@@ -1,0 +1,1 @@
+"""Multilingual document-embedding recipes: ``python -m examples.embedding.<recipe>``."""
