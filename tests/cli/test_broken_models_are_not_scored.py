@@ -130,3 +130,23 @@ def test_stock_tools_refuse_a_checkpoint_with_a_nan_weight_naming_it(tool, tiny_
     message = str(refused.value)
     assert message.startswith(f"--path: checkpoint {best} has non-finite weights ({name}: 1 of "), message
     assert "(an epoch checkpoint)" in message  # not the refused checkpoint_best.pt itself
+
+
+def test_a_resume_from_nan_weights_is_refused_naming_the_weight(tiny_data, diverged, tmp_path):
+    """A resume from NaN weights ended in "Minimum loss scale reached" or "gradients are Nan/Inf"
+    without naming the loaded weights; it is refused before the first update, naming them."""
+    from fairseq_ctx.core.checkpoint_loading import CheckpointError
+
+    path, name = diverged
+    save_dir = tmp_path / "ck"
+    save_dir.mkdir()
+    (save_dir / "checkpoint_last.pt").write_bytes(path.read_bytes())
+    with pytest.raises(CheckpointError) as refused:
+        call_tool("fairseq-train", [str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation",
+                                    "--context-size", "1", "--arch", "hmce", *TINY_MODEL, "--optimizer", "adam", "--lr",
+                                    "1e-3", "--max-tokens", "300", "--max-update", "4", "--criterion",
+                                    "label_smoothed_cross_entropy", "--seed", "1", "--cpu", "--num-workers", "0",
+                                    "--disable-validation", "--no-epoch-checkpoints", "--log-format", "none",
+                                    "--save-dir", str(save_dir)])
+    message = str(refused.value)
+    assert f"{save_dir / 'checkpoint_last.pt'}" in message and f"non-finite weights ({name}: 1 of " in message, message
