@@ -34,9 +34,10 @@ setup(
         "sacrebleu>=2",
         "numpy",
     ],
-    extras_require={"dev": ["pytest>=7", "pytest-xdist>=3.8", "matplotlib", "scikit-learn", "faiss-cpu", "ctxpro==0.0.5"],
+    extras_require={"dev": ["pytest>=7", "pytest-xdist>=3.8", "matplotlib", "scikit-learn", "faiss-cpu", "ctxpro==0.0.5",
+                            "sacremoses"],
                     "plots": ["matplotlib", "scikit-learn"], "faiss": ["faiss-cpu"], "comet": ["unbabel-comet"],
-                    "ctxpro": ["ctxpro==0.0.5"]},
+                    "ctxpro": ["ctxpro==0.0.5"], "genpro": ["sacremoses"]},
     entry_points={
         "console_scripts": [
             "fairseq-ctx-user-dir=fairseq_ctx.cli.user_dir:main",

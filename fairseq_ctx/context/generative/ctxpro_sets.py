@@ -80,40 +80,6 @@ def check_against_entry(example: CtxproExample, json_path: str, number: int) -> 
             f"without the context that decides it; give the input file released with this JSON")
 
 
-def translate_examples(translator, examples: Sequence[CtxproExample], batch_size: int = 32) -> List[str]:
-    """The translation of each example's sentence given its preceding sentences: one batch of
-    sentences with their source context for a model without target context; for one with target
-    context, each example is a document translated sentence after sentence (its own translations
-    of the preceding sentences become the context of the next)."""
-    if translator.target_context_size > 0:
-        lines: List[str] = []
-        for example in examples:
-            lines += [*example.preceding, example.sentence, ""]
-        outputs = list(translator.translate_stream(lines, batch_size=batch_size, source="the ctxpro set"))
-        last_of_each, position = [], 0
-        for example in examples:
-            position += len(example.preceding) + 1
-            last_of_each.append(outputs[position - 1])
-            position += 1
-        return last_of_each
-    from fairseq_ctx.context.data.context_examples import Example
-    from fairseq_ctx.core.unknown_tokens import UnknownTokenCheck
-
-    history = translator.collate.history_size
-    translator.log_context_use()
-    translator.unknown = UnknownTokenCheck(translator.src_dict, "the ctxpro set", translator.unknown_tokens_fix())
-    translations: List[str] = []
-    for start in range(0, len(examples), batch_size):
-        batch = []
-        for example in examples[start:start + batch_size]:
-            context = list(reversed(example.preceding[-history:])) if history else []
-            batch.append(Example(translator.encode_source(example.sentence),
-                                 [translator.encode_source(sentence) for sentence in context]))
-        translator.unknown.check()
-        translations += [translator.decode(tokens) for tokens in translator.translate_examples(batch)]
-    return translations
-
-
 def ctxpro_check(lang: str) -> Callable[[str, str], bool]:
     """``check(translation, expected)``: ``ctxpro score``'s test of one translation (the last
     sentence by its sentence splitter for ``lang``, then its word match), from the ``ctxpro``
@@ -146,14 +112,15 @@ def score_translations(examples: Sequence[CtxproExample], translations: Sequence
     for rule in rules.values():
         rule["accuracy"] = rule["correct"] / rule["total"]
     by_distance = {distance: {"correct": sum(flags), "total": len(flags), "accuracy": sum(flags) / len(flags)}
-                   for distance, flags in sorted(distances.items(), key=lambda item: _distance_order(item[0]))}
+                   for distance, flags in sorted(distances.items(), key=lambda item: distance_order(item[0]))}
     return {"correct": sum(outcomes), "total": len(outcomes), "accuracy": sum(outcomes) / len(outcomes),
             "rules": rules, "ante_distance": by_distance,
             "examples": [{"origin": e.origin, "rule": e.rule, "expected": e.expected, "translation": t, "correct": c}
                          for e, t, c in zip(examples, translations, outcomes)]}
 
 
-def _distance_order(distance: str) -> tuple:
+def distance_order(distance: str) -> tuple:
+    """Sort key of antecedent distances: the numbers in order, then labels such as ``>3``."""
     return (0, int(distance)) if distance.lstrip("-").isdigit() else (1, distance)
 
 
