@@ -21,7 +21,7 @@ _state = {"registered": False, "registering": False}
 
 
 def register() -> None:
-    """Register the plugin's tasks, architectures and criterions with fairseq (importing fairseq;
+    """Register the plugin's tasks, architectures, criterions and optimizer with fairseq (importing fairseq;
     idempotent)."""
     if _state["registered"] or _state["registering"]:
         return
@@ -29,6 +29,7 @@ def register() -> None:
     try:
         import fairseq  # noqa: F401
         from fairseq_ctx.core import fused_label_smoothing  # noqa: F401  (registers its criterion)
+        from fairseq_ctx.core import multi_tensor_adam  # noqa: F401  (registers --optimizer adam_multi_tensor)
         from fairseq_ctx.core.fixes import fixes_for_stock_tasks, install_fixes, switched_off
 
         switched_off()  # a misspelt fix name is an error now, not when a task is built
