@@ -15,7 +15,8 @@ import torch
 from fairseq.optim.adam import Adam, FairseqAdam
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tests.helpers import TINY_MODEL, USER_DIR, build, parse_cfg, run_tool
+from devtools.in_process_tools import run_tool
+from tests.helpers import TINY_MODEL, USER_DIR, build
 
 from fairseq_ctx.core.multi_tensor_adam import MultiTensorAdam, MultiTensorFairseqAdam
 
@@ -216,17 +217,30 @@ def assert_same_training(ours, theirs, updates: range):
     assert checkpoint["model"].keys() == reference["model"].keys()
     assert all(relative_difference(checkpoint["model"][k], reference["model"][k]) <= 1e-5 for k in reference["model"])
     assert checkpoint["optimizer_history"][-1]["optimizer_name"] == reference["optimizer_history"][-1]["optimizer_name"]
+    state, reference_state = (c["last_optimizer_state"] for c in (checkpoint, reference))
+    assert state["param_groups"] == reference_state["param_groups"]
+    assert state["state"].keys() == reference_state["state"].keys()
+    for index, entry in reference_state["state"].items():
+        assert state["state"][index]["step"] == entry["step"]
+        assert all(relative_difference(state["state"][index][key], entry[key]) <= 1e-5
+                   for key in ("exp_avg", "exp_avg_sq"))
 
 
-def test_fairseq_train_with_the_plugins_adam_logs_and_saves_fairseqs_and_resumes_across_the_two(tiny_data, tmp_path):
-    runs = {name: train(tiny_data, tmp_path / name, name, 6, tmp_path / f"{name}.log")
+@pytest.mark.parametrize("precision", [(), ("--amp",)])
+def test_fairseq_train_with_the_plugins_adam_logs_and_saves_fairseqs_and_resumes_across_the_two(
+        tiny_data, tmp_path, precision):
+    """6 updates with either optimizer; 3 with one and 3 more resumed with the other, both ways:
+    the same losses, weights and optimizer state (float32, and --amp: bfloat16 autocast on the CPU)."""
+    runs = {name: train(tiny_data, tmp_path / name, name, 6, tmp_path / f"{name}.log", precision)
             for name in ("adam", "adam_multi_tensor")}
+    assert "'_name': 'adam_multi_tensor'" in (tmp_path / "adam_multi_tensor.log").read_text(encoding="utf-8")
     assert_same_training(runs["adam_multi_tensor"], runs["adam"], range(1, 7))
     assert len(set(runs["adam"][0].values())) == 6  # the loss does change
     for first, second in (("adam", "adam_multi_tensor"), ("adam_multi_tensor", "adam")):
         save_dir = tmp_path / f"{first}-then-{second}"
-        half = train(tiny_data, save_dir, first, 3, tmp_path / f"{first}-{second}-1.log")
-        resumed = train(tiny_data, save_dir, second, 6, tmp_path / f"{first}-{second}-2.log")
+        half = train(tiny_data, save_dir, first, 3, tmp_path / f"{first}-{second}-1.log", precision)
+        resumed = train(tiny_data, save_dir, second, 6, tmp_path / f"{first}-{second}-2.log", precision)
+        assert "Loaded checkpoint" in (tmp_path / f"{first}-{second}-2.log").read_text(encoding="utf-8")
         assert sorted(half[0]) == [1, 2, 3] and sorted(resumed[0]) == [4, 5, 6]
         assert_same_training(({**half[0], **resumed[0]}, resumed[1]), runs["adam"], range(1, 7))
 
