@@ -159,6 +159,9 @@ archs = sorted(a for a, c in ARCH_MODEL_REGISTRY.items() if c.__module__.startsw
 print("ARCHS", ",".join(archs))
 print("TASKS", ",".join(sorted(t for t, c in TASK_REGISTRY.items() if c.__module__.startswith("fairseq_ctx."))))
 print("CRITERIONS", ",".join(sorted(n for n, c in CRITERION_REGISTRY.items() if c.__module__.startswith("fairseq_ctx."))))
+from fairseq.optim import OPTIMIZER_REGISTRY
+print("OPTIMIZERS", ",".join(sorted(n for n, c in OPTIMIZER_REGISTRY.items() if c.__module__.startswith("fairseq_ctx."))))
+print("ADAM", OPTIMIZER_REGISTRY["adam"].__module__)
 print("ALLOWED", argparse.Namespace in torch.serialization.get_safe_globals())
 """
 IMPORT_ORDERS = {
@@ -202,6 +205,7 @@ def test_every_import_order_registers_everything_and_changes_nothing_else(order)
     assert report["TASKS"].split(",") == ["context_translation", "multilingual_embedding", "multimodal_translation"]
     assert set(report["CRITERIONS"].split(",")) == {"cka_alignment", "head_diversity", "distance_constraint",
                                                     "imagination", "fused_label_smoothed_cross_entropy"}
+    assert report["OPTIMIZERS"] == "adam_multi_tensor" and report["ADAM"] == "fairseq.optim.adam"  # adam is fairseq's
     assert report["ALLOWED"] == "False"
 
 
