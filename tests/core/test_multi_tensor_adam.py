@@ -12,7 +12,7 @@ from typing import List, Optional, Sequence
 
 import pytest
 import torch
-from fairseq.optim.adam import Adam, FairseqAdam
+from fairseq.optim.adam import Adam
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from devtools.in_process_tools import run_tool
@@ -74,6 +74,8 @@ def test_float32_parameters_follow_fairseqs_adam_for_100_steps(amsgrad):
                 for ours, theirs in zip(step_ours, step_theirs))
     assert len(traces[MultiTensorAdam]) == STEPS
     assert worst <= RELATIVE
+    if not torch.cuda.is_available():  # the same float32 operations per element, in the same order
+        assert worst == 0.0
     start = make_parameters(torch.float32)
     assert all((a - b).abs().max() > 1e-3 for a, b in zip(traces[Adam][-1], start))  # the parameters did move
 
