@@ -159,7 +159,7 @@ def markdown(args: argparse.Namespace, command: str, tables: Dict[str, List[Dict
     for name, rows in tables.items():
         lines += set_lines(name, rows, models, args.baseline)
     lines += ["## Files", "", f"- `{STEM}.translations/SET.MODEL.fr`: the translations scored, one line per example "
-              "(`ctxpro score -i SET.json -t FILE -l fr` recounts them)",
+              "(`ctxpro score -e SET.json -t FILE -l fr` recounts them)",
               "- translation time: " + ", ".join(f"{k}: {v / 60:.1f} min" for k, v in seconds.items()), ""]
     return "\n".join(lines)
 
