@@ -13,10 +13,15 @@ Method: the documents of ``benchmarks/context_speed.py`` (~17-token lines) batch
 ``--max-tokens`` as ``fairseq-train`` batches them (document windows for the context models),
 and for each setting the first ``--batches`` training batches, each one forward + backward
 (``task.train_step``), counted at torch's dispatcher (the operations that reach a device,
-backward included, composite ones split into the ones they run): every operation that does not
-only return a view of its input (a view launches no kernel), the matrix products among them,
-and the operations that make the host wait for the device (``nonzero``, a tensor read as a
-Python number, indexing with a boolean mask). hce/hmce are counted twice: with their CPU path
+backward included, composite ones split into the ones they run) by ``OperationCount``: every
+operation except views (a view launches no kernel; in-place and out= operations do), the matrix
+products among them, and the host syncs: the operations that make the host wait for the device
+because they read the values of a tensor that is on the device in a GPU run (a tensor read as a
+Python number, ``nonzero``, ``masked_select``, ``equal``, indexing with a boolean mask). Which
+tensors those are is tracked from the model's parameters and buffers and the batch's tensors
+(what a GPU run moves there) through every operation that reads them; reading a tensor built on
+the host (from Python numbers or shapes) costs no sync and is not counted (``OperationCount``
+says what the CPU cannot decide). hce/hmce are counted twice: with their CPU path
 (``--train-length-chunks``, default 3: a batch of mixed lengths runs as up to 3 chunks of
 similar lengths) and with the single pass that a batch on a GPU always runs.
 
@@ -37,14 +42,16 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 import torch
 from fairseq import options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from torch.autograd import DeviceType
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from benchmarks.context_speed import SIZES, USER_DIR, build_data
 from devtools.machine_facts import this_machine, utc_now
@@ -54,30 +61,88 @@ SETTINGS = [("transformer", 0, False), ("ctx_concat", 2, False), ("hce", 2, Fals
             ("hmce", 2, False), ("hmce", 2, True)]
 CHUNKED = {"hce", "hmce"}  # their rows without single_pass run the CPU-only length chunks
 DEVICE_WAITS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"}
-SYNCS = {"aten.nonzero.default", "aten._local_scalar_dense.default"}
-LEGEND = ("Counted at torch's dispatcher, backward included: operations = those that do not only return a view "
-          "(a view launches no kernel); host syncs = nonzero, a tensor read as a Python number, indexing with a "
-          "boolean mask. On a GPU each operation is about one kernel launch. hce/hmce without 'single pass' run "
-          "their CPU path: --train-length-chunks 3.")
+# operations that read a tensor's values on the host (what the host waits for when it is on the device):
+# the tensors read are the arguments at these positions (for indexing, the boolean masks among the indices)
+READS = {"aten._local_scalar_dense.default": (0,), "aten.nonzero.default": (0,), "aten.masked_select.default": (1,),
+         "aten.equal.default": (0, 1)}
+MASK_INDEXING = {"aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default",
+                 "aten._index_put_impl_.default"}
+LEGEND = ("Counted at torch's dispatcher, backward included: operations = those that launch a kernel, i.e. all but "
+          "views (an operation whose results are all unwritten aliases of its input); in-place and out= operations "
+          "count. Host syncs = reads of a device-resident tensor's values on the host: a tensor read as a Python "
+          "number, nonzero, masked_select, equal, indexing (or index assignment) with a boolean mask. Device-resident: "
+          "the model's parameters and buffers, the batch's tensors, and whatever an operation computes from them; "
+          "tensors built on the host (from Python numbers, shapes, factories given no such tensor) are read without "
+          "a sync. Reads that dispatch nothing on the CPU (.tolist(), .cpu(), .numpy(), a copy to the device) are not "
+          "counted. On a GPU each operation is about one kernel launch. hce/hmce without 'single pass' run their CPU "
+          "path: --train-length-chunks 3.")
 PRODUCTS = {"aten.mm.default", "aten.bmm.default", "aten.addmm.default", "aten.baddbmm.default"}
 
 
-class OperationCount(TorchDispatchMode):
-    """Counts the operations that reach the dispatcher: all that are not views, the matrix
-    products, and those that synchronise the host with the device."""
+def tensors_in(tree) -> List[torch.Tensor]:
+    return [leaf for leaf in tree_flatten(tree)[0] if isinstance(leaf, torch.Tensor)]
 
-    def __init__(self) -> None:
+
+class OperationCount(TorchDispatchMode):
+    """Counts, for a step that runs on the CPU, what it would cost on a GPU: the operations that
+    launch a kernel, the matrix products among them, and the host syncs.
+
+    ``OperationCount(model, sample)``: the tensors that a GPU run keeps on the device, as
+    ``model.to("cuda")`` and ``utils.move_to_cuda(sample)`` put them there (a module's parameters
+    and buffers; the tensors of a nested dict/list/tuple). They and every tensor that an operation
+    writes with one of them among its inputs (outputs, in-place and out= arguments) are
+    device-resident; everything else was built on the host and stays there on a GPU too. Marks
+    are kept per storage, so views, the saved tensors that backward reads, and gradients (whose
+    backward inputs descend from the loss and the parameters) are device-resident as well.
+
+    - operations: every operation except views. An operation is a view when it returns results
+      and all are aliases of an input that it does not write (``Tensor(a)``); an in-place or out=
+      operation's result is a written alias (``Tensor(a!)``) and launches a kernel, and so does an
+      operation that returns nothing (``_foreach_add_``).
+    - syncs: the operations that read a device-resident tensor's values on the host (a Python
+      number: ``.item()``, ``int(t)``, ``bool(t)``; a result whose size depends on the values:
+      ``nonzero``, ``masked_select``, indexing or index assignment with a boolean mask, and
+      ``equal``). The same reads of a host-side tensor are free on a GPU and not counted.
+
+    Undecidable on the CPU, so not counted as the GPU would: a factory given a device-resident
+    tensor's ``.device`` (``torch.arange(n, device=x.device)``) cannot be told from one built on
+    the host (both get the CPU), so its result is host-side until an operation combines it with a
+    device-resident tensor; and what dispatches nothing on the CPU, ``.to(device)``/``.cuda()`` of a
+    host tensor (a copy to the device, which waits for the device) and ``.tolist()``/``.cpu()``/
+    ``.numpy()`` of a device-resident one (a sync), is neither an operation nor a sync here.
+    """
+
+    def __init__(self, *device_resident) -> None:
         super().__init__()
         self.operations = self.products = self.syncs = 0
+        self._resident: Set[StorageWeakRef] = set()
+        for source in device_resident:
+            if isinstance(source, torch.nn.Module):
+                self._mark([*source.parameters(), *source.buffers()])
+            else:
+                self._mark(tensors_in(source))
+
+    def _mark(self, tensors: Sequence[torch.Tensor]) -> None:
+        self._resident.update(StorageWeakRef(tensor.untyped_storage()) for tensor in tensors)
+
+    def is_device_resident(self, tensor: torch.Tensor) -> bool:
+        return StorageWeakRef(tensor.untyped_storage()) in self._resident
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not any(result.alias_info is not None for result in func._schema.returns):
-            self.operations += 1
-        self.products += str(func) in PRODUCTS
-        boolean_index = str(func) == "aten.index.Tensor" and any(
-            index is not None and index.dtype == torch.bool for index in args[1])
-        self.syncs += str(func) in SYNCS or boolean_index
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        name = str(func)
+        returns = func._schema.returns
+        self.operations += not (returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns))
+        self.products += name in PRODUCTS
+        read = [args[position] for position in READS.get(name, ())]
+        if name in MASK_INDEXING:
+            read = [index for index in args[1] if index is not None and index.dtype in (torch.bool, torch.uint8)]
+        self.syncs += any(self.is_device_resident(tensor) for tensor in read)
+        inputs = tensors_in((args, kwargs))
+        result = func(*args, **kwargs)
+        if any(self.is_device_resident(tensor) for tensor in inputs):
+            self._mark(tensors_in(result))
+        return result
 
 
 @dataclass
@@ -147,7 +212,7 @@ def measure_setting(data_bin: Path, arch: str, context_size: int, single_pass: b
     counts: List[OperationCount] = []
     seconds, device = [], []
     for sample in samples:
-        with OperationCount() as count:
+        with OperationCount(model, sample) as count:
             step(sample)
         counts.append(count)
     if args.device == "cuda":
