@@ -40,15 +40,15 @@ import os
 import statistics
 import tempfile
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Set
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from fairseq import options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from torch.autograd import DeviceType
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -92,8 +92,9 @@ class OperationCount(TorchDispatchMode):
     and buffers; the tensors of a nested dict/list/tuple). They and every tensor that an operation
     writes with one of them among its inputs (outputs, in-place and out= arguments) are
     device-resident; everything else was built on the host and stays there on a GPU too. Marks
-    are kept per storage, so views, the saved tensors that backward reads, and gradients (whose
-    backward inputs descend from the loss and the parameters) are device-resident as well.
+    are kept per storage (while a marked tensor on it lives), so views and the saved tensors that
+    backward reads are device-resident as well, and gradients are: backward's inputs descend from
+    the loss and the parameters.
 
     - operations: every operation except views. An operation is a view when it returns results
       and all are aliases of an input that it does not write (``Tensor(a)``); an in-place or out=
@@ -115,7 +116,9 @@ class OperationCount(TorchDispatchMode):
     def __init__(self, *device_resident) -> None:
         super().__init__()
         self.operations = self.products = self.syncs = 0
-        self._resident: Set[StorageWeakRef] = set()
+        # storage address -> weak references to the marked tensors on that storage (weak ones
+        # keep nothing alive; a live one proves the address is still that storage's)
+        self._resident: Dict[int, Dict[int, weakref.ref]] = {}
         for source in device_resident:
             if isinstance(source, torch.nn.Module):
                 self._mark([*source.parameters(), *source.buffers()])
@@ -123,10 +126,18 @@ class OperationCount(TorchDispatchMode):
                 self._mark(tensors_in(source))
 
     def _mark(self, tensors: Sequence[torch.Tensor]) -> None:
-        self._resident.update(StorageWeakRef(tensor.untyped_storage()) for tensor in tensors)
+        for tensor in tensors:
+            self._resident.setdefault(tensor.untyped_storage()._cdata, {})[id(tensor)] = weakref.ref(tensor)
 
     def is_device_resident(self, tensor: torch.Tensor) -> bool:
-        return StorageWeakRef(tensor.untyped_storage()) in self._resident
+        storage = tensor.untyped_storage()._cdata
+        marked = self._resident.get(storage, {})
+        for key, ref in list(marked.items()):
+            alive = ref()
+            if alive is not None and alive.untyped_storage()._cdata == storage:
+                return True
+            del marked[key]
+        return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
