@@ -91,7 +91,7 @@ class HierarchicalContextTransformer(ContextTransformerModel, SinglePass):
         eval mode, with ``--train-length-chunks 1`` and for a batch that is not on the CPU. Chunks
         trade padded positions for more, smaller operations: on the CPU that pays
         (examples/context_mt/results/speed.md); on a GPU, where small operations cost their launch
-        rather than their arithmetic, 3 chunks made a training step run 3.8× as many operations
+        rather than their arithmetic, 3 chunks made a training step run 3.7× as many operations
         (benchmarks/context_op_count.py)."""
         if not self.training or self.train_length_chunks <= 1 or src_tokens.device.type != "cpu":
             return None
