@@ -179,6 +179,12 @@ def _value_count(action: argparse.Action, rest: Sequence[str]) -> int:
     return min(following, 1) if action.nargs == "?" else following
 
 
+def repository_on_path() -> Dict[str, str]:
+    """This process's environment with the repository first on PYTHONPATH: a child runs a recipe as
+    ``python -m examples...`` whatever its working directory."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
 def resume_command(parser: argparse.ArgumentParser, script: str, argv: Sequence[str],
                    options: Mapping[str, Optional[str]], drop: Sequence[str] = ()) -> str:
     """What a reader runs to resume one run of the command ``script argv`` (``script`` relative to
@@ -213,9 +219,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int, threads: int, poll_s: float = 0
     why it failed}`` (a failed job stops no other). An interrupt stops the running jobs."""
     if parallel == 1 or len(jobs) <= 1:
         return _run_here(jobs, threads)
-    # a job runs its recipe as ``python -m``, from the repository root whatever this process's directory
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "PYTHONPATH": os.pathsep.join([str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {**repository_on_path(), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     pending, running, failed = list(jobs), [], {}
     try:
         while pending or running:

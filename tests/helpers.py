@@ -16,6 +16,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from devtools.arch_matrix import EMBEDDING_PAIRS, TINY_MODEL  # noqa: F401  (used by the tests)
 from devtools.in_process_tools import call_tool
+from devtools.recipe_runs import repository_on_path
 import fairseq_ctx
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
@@ -25,7 +26,6 @@ from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
 fairseq_ctx.register()
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 BIN_DIR = Path(sys.executable).parent
-REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def tool(name: str) -> str:
@@ -34,8 +34,7 @@ def tool(name: str) -> str:
 
 def run_module(module: str, argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGV`` for a recipe or benchmark of the repository, from any directory."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPOSITORY), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.run([sys.executable, "-m", module, *argv], env=env, **kwargs)
+    return subprocess.run([sys.executable, "-m", module, *argv], env=repository_on_path(), **kwargs)
 
 
 def run_tool(args: Sequence[str], cwd=None, check: bool = True) -> subprocess.CompletedProcess:

@@ -111,12 +111,17 @@ def score_translations(examples: Sequence[CtxproExample], translations: Sequence
         distances[str(example.entry.get("ante distance", "?"))].append(correct)
     for rule in rules.values():
         rule["accuracy"] = rule["correct"] / rule["total"]
-    by_distance = {distance: {"correct": sum(flags), "total": len(flags), "accuracy": sum(flags) / len(flags)}
-                   for distance, flags in sorted(distances.items(), key=lambda item: distance_order(item[0]))}
+    by_distance = outcome_counts(distances, key=distance_order)
     return {"correct": sum(outcomes), "total": len(outcomes), "accuracy": sum(outcomes) / len(outcomes),
             "rules": rules, "ante_distance": by_distance,
             "examples": [{"origin": e.origin, "rule": e.rule, "expected": e.expected, "translation": t, "correct": c}
                          for e, t, c in zip(examples, translations, outcomes)]}
+
+
+def outcome_counts(groups: Dict[str, List[bool]], key: Callable[[str], object]) -> Dict[str, Dict]:
+    """Correct / total / accuracy of each group of outcomes, the groups in the order of ``key``."""
+    return {name: {"correct": sum(flags), "total": len(flags), "accuracy": sum(flags) / len(flags)}
+            for name, flags in sorted(groups.items(), key=lambda item: key(item[0]))}
 
 
 def distance_order(distance: str) -> tuple:

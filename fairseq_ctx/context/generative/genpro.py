@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence
 
 from fairseq_ctx.context.contrastive.example import ContrastiveExample, ContrastiveInputError, read_lines
-from fairseq_ctx.context.generative.ctxpro_sets import distance_order
+from fairseq_ctx.context.generative.ctxpro_sets import distance_order, outcome_counts
 
 SEPARATOR = "<eos>"
 
@@ -114,14 +114,9 @@ def score_genpro(examples: Sequence[GenproExample], translations: Sequence[str],
         by_pronoun[example.pronoun.lower()].append(correct)
         by_distance[example.distance].append(correct)
     return {"correct": sum(outcomes), "total": len(outcomes), "accuracy": sum(outcomes) / len(outcomes),
-            "pronouns": _counts(by_pronoun, key=str), "ante_distance": _counts(by_distance, key=distance_order),
+            "pronouns": outcome_counts(by_pronoun, key=str), "ante_distance": outcome_counts(by_distance, key=distance_order),
             "examples": [{"origin": e.origin, "pronoun": e.pronoun, "ante distance": e.distance, "translation": t,
                           "correct": c} for e, t, c in zip(examples, translations, outcomes)]}
-
-
-def _counts(groups: Dict[str, List[bool]], key) -> Dict[str, Dict]:
-    return {name: {"correct": sum(flags), "total": len(flags), "accuracy": sum(flags) / len(flags)}
-            for name, flags in sorted(groups.items(), key=lambda item: key(item[0]))}
 
 
 def format_genpro_report(result: Dict) -> str:
