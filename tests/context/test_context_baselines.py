@@ -1,9 +1,15 @@
-"""The context baselines ctx_concat (TwC), dat, han, dct: gradients, half precision, context
-padding invariance, document-initial sentences, and stock fairseq-train/-generate."""
+"""The context baselines ctx_concat (TwC), dat, han, dct, caching_tokens, caching_sentence: gradients,
+half precision, context padding invariance, document-initial sentences, and stock
+fairseq-train/-generate."""
 import pytest
 import torch
 
 from tests.helpers import BASELINE_ARCHS, batch_of, build
+
+
+# Archs whose encoder output is the sentence-level one and whose decoder attends the context
+# (encoder_out["context_out"]): the context tests compare their model outputs.
+DECODER_SIDE_ARCHS = ("caching_tokens", "caching_sentence")
 
 
 def encoder_out(model, net_input):
@@ -54,7 +60,7 @@ def test_half_precision_forward_backward_is_finite(tiny_data, arch_model, dtype)
 
 
 def test_padding_the_context_does_not_change_encoder_output(arch_model):
-    _, task, model, _ = arch_model
+    arch, task, model, _ = arch_model
     model.eval()
     net_input = batch_of(task, "train", list(range(10)))["net_input"]
     reference, reference_padding = encoder_out(model, net_input)
@@ -65,17 +71,26 @@ def test_padding_the_context_does_not_change_encoder_output(arch_model):
     out, padding = encoder_out(model, padded)
     assert torch.equal(padding, reference_padding)
     torch.testing.assert_close(out, reference, atol=1e-5, rtol=0)
+    if arch in DECODER_SIDE_ARCHS:
+        with torch.no_grad():
+            torch.testing.assert_close(model(**padded)[0], model(**net_input)[0], atol=1e-5, rtol=0)
 
 
 def test_context_changes_the_encoding_of_sentences_that_have_context(arch_model):
     arch, task, model, _ = arch_model
     model.eval()
     net_input = batch_of(task, "train", list(range(10)))["net_input"]
-    with_context = encoder_out(model, net_input)[0]
-    without = encoder_out(model, {k: v for k, v in net_input.items() if not k.startswith("context")})[0]
-    source_length = net_input["src_tokens"].size(1)
+    bare_input = {k: v for k, v in net_input.items() if not k.startswith("context")}
     has_context = net_input["context_index"].ge(0).any(dim=1)
     assert has_context.any() and not has_context.all()
+    if arch in DECODER_SIDE_ARCHS:  # the encoder hands the context to the decoder: compare the outputs
+        with torch.no_grad():
+            difference = (model(**net_input)[0] - model(**bare_input)[0]).abs().amax(dim=(1, 2))
+        assert (difference[has_context] > 1e-4).all() and (difference[~has_context] == 0).all()
+        return
+    with_context = encoder_out(model, net_input)[0]
+    without = encoder_out(model, bare_input)[0]
+    source_length = net_input["src_tokens"].size(1)
     if arch == "ctx_concat":  # the source comes first in the concatenation
         source_positions = net_input["src_tokens"].ne(task.src_dict.pad()).sum(1)
         for row in range(10):
