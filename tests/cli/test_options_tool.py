@@ -10,7 +10,8 @@ from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY, MODEL_
 
 from fairseq_ctx.cli import options as options_tool
 
-TASK_OF = {"context_translation": ["hce", "hmce", "ctx_concat", "dat", "han", "dct"],
+TASK_OF = {"context_translation": ["hce", "hmce", "ctx_concat", "dat", "han", "dct", "caching_tokens",
+                                   "caching_sentence"],
            "multimodal_translation": ["hierarchical_attention_decoder", "hierarchical_attention_decoder_big",
                                       "multisource_rnn"],
            "multilingual_embedding": ["tmde", "tmde_p", "tmde_f", "ct_mde", "laser_bilstm"]}

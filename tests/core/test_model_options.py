@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 from tests.helpers import TINY_MODEL, USER_DIR, build, build_multimodal
 
 MODELS = ["hierarchical_context_transformer", "context_concat_transformer", "document_aware_transformer",
-          "hierarchical_attention_transformer", "document_context_transformer", "multisource_transformer",
-          "multisource_rnn", "transformer_mde", "laser_bilstm"]
+          "hierarchical_attention_transformer", "document_context_transformer", "caching_transformer",
+          "multisource_transformer", "multisource_rnn", "transformer_mde", "laser_bilstm"]
 TINY = {"encoder_embed_dim": 32, "decoder_embed_dim": 32, "encoder_ffn_embed_dim": 64, "decoder_ffn_embed_dim": 64,
         "encoder_layers": 2, "decoder_layers": 1, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
         "share_all_embeddings": True}
