@@ -1,10 +1,14 @@
 """caching_tokens / caching_sentence (Mąka et al., 2024): the cache is each context sentence's own
 encoding, the source encoding and sentences without context are sentence-level, the context
-reaches the decoder, incremental decoding equals the full pass."""
+reaches the decoder, incremental decoding equals the full pass, the context cache changes no
+output, and the trained models go through fairseq-generate/-interactive, the hub and CXMI."""
 import pytest
 import torch
 
-from tests.helpers import batch_of, build
+from devtools.in_process_tools import call_tool
+from fairseq_ctx.context import hub
+from fairseq_ctx.context.cxmi import cxmi
+from tests.helpers import USER_DIR, batch_of, build
 
 ARCHS = ["caching_tokens", "caching_sentence"]
 
@@ -109,3 +113,64 @@ def test_incremental_decoding_and_reordering_match_the_full_pass(caching):
             logits = model.decoder(prev[order, : step + 1], encoder_out=encoder_out, incremental_state=state)[0]
             real = prev[order, step].ne(task.tgt_dict.pad())
             torch.testing.assert_close(logits[real, -1], full[order][real, step], atol=1e-4, rtol=0)
+
+
+def test_context_cache_reads_back_the_states_it_would_compute(caching):
+    _, task, model = caching
+    net_input = batch_of(task, "train", list(range(10)))["net_input"]
+    distinct = {tuple(t for t in row if t != task.src_dict.pad())
+                for row in net_input["context_tokens"][net_input["context_index"][net_input["context_index"].ge(0)]].tolist()}
+    try:
+        model.encoder.set_context_cache(False)
+        with torch.no_grad():
+            reference = encode(model, net_input)
+        model.encoder.set_context_cache(True)
+        with torch.no_grad():
+            computed = encode(model, net_input)
+            assert len(model.encoder.context_cache) >= len(distinct) > 3
+            read_back = encode(model, net_input)
+        for out in (computed, read_back):
+            assert torch.equal(out["context_padding_mask"][0], reference["context_padding_mask"][0])
+            keep = ~reference["context_padding_mask"][0].t()
+            torch.testing.assert_close(out["context_out"][0][keep], reference["context_out"][0][keep], atol=1e-5, rtol=0)
+        model.train()
+        assert len(model.encoder.context_cache) == 0, "the cache must not outlive the weights it was computed with"
+    finally:
+        model.encoder.set_context_cache(True)
+        model.eval()
+
+
+def hypotheses(generate_output: str) -> list:
+    return sorted(tuple(line.split("\t")[::2]) for line in generate_output.splitlines() if line.startswith("H-"))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_generate_with_and_without_the_context_cache_is_identical(trained_baselines, tiny_data, arch, tmp_path):
+    save_dir, cached = trained_baselines[arch]
+    call_tool("fairseq-generate", [
+        str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "2", "--cpu",
+        "--path", str(save_dir / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "2", "--batch-size", "16",
+        "--required-batch-size-multiple", "1", "--results-path", str(tmp_path), "--no-context-cache"])
+    uncached = (tmp_path / "generate-test.txt").read_text()
+    assert len(hypotheses(cached)) > 30 and hypotheses(uncached) == hypotheses(cached)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_interactive_translate_doc_and_cxmi(trained_baselines, tiny_data, arch, tmp_path, capsys):
+    checkpoint = trained_baselines[arch][0] / "checkpoint_last.pt"
+    documents = [["the old cat sleeps .", "it is quiet .", "then we sang ."], ["the dog waits here .", "it moves ."]]
+    (tmp_path / "docs.en").write_text("\n\n".join("\n".join(d) for d in documents) + "\n", encoding="utf-8")
+    translator = hub.load(str(checkpoint), data=str(tiny_data), beam=2)
+    expected = [translator.translate_document(d) for d in documents]
+    capsys.readouterr()
+    call_tool("fairseq-interactive", [
+        str(tiny_data), "--user-dir", USER_DIR, "--task", "context_translation", "--context-size", "2",
+        "--path", str(checkpoint), "--beam", "2", "--buffer-size", "2", "--batch-size", "2",
+        "--input", str(tmp_path / "docs.en"), "--cpu"])
+    interactive = {int(line.split("\t")[0][2:]): line.split("\t")[2]
+                   for line in capsys.readouterr().out.splitlines() if line.startswith("H-")}
+    assert [interactive[i] for i in (0, 1, 2, 4, 5)] == [*expected[0], *expected[1]]
+    result = cxmi(hub.load(str(checkpoint), data=str(tiny_data)), "test")
+    first = [row for row in result["per_sentence"] if row[0] == 0][0]
+    assert first[1] == pytest.approx(0.0, abs=1e-4), "a document-initial sentence has no context to mask"
+    assert result["sentences"] > 30 and result["cxmi"] != 0.0

@@ -1,20 +1,22 @@
 """Architectures ``caching_tokens`` and ``caching_sentence``: the encoder states of the context
 sentences, cached, attended by an extra cross-attention in every decoder layer."""
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, base_architecture
 from fairseq.modules import PositionalEmbedding
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from fairseq_ctx.context.data.context_batch import ContextInputs
-from fairseq_ctx.context.models.context_transformer import ContextTransformerModel
+from fairseq_ctx.context.models.context_transformer import ContextBatchNeeds, ContextTransformerModel
 from fairseq_ctx.context.modules.cached_context_decoder import CachedContextDecoder
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
 from fairseq_ctx.context.modules.empty_context import context_or_placeholder
+from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
 from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.model_options import with_transformer_options
 
@@ -60,7 +62,12 @@ class CachingEncoder(ContextEncoderBase):
     farthest sentence first, and a missing context sentence is an encoded ``[eos]``; here
     empty slots are masked and a sentence without any context skips the context attention
     (sentence-level output); its sentence mean divides by the padded length, here by the
-    number of tokens (padding-invariant)."""
+    number of tokens (padding-invariant).
+
+    At inference the cache is what the paper's name says: each context sentence's states are
+    kept (keyed by its tokens, :class:`SentenceVectorCache`) and read back while it stays in
+    the context window, so a document's sentences are encoded once as context; off with the
+    task's ``--no-context-cache`` (every slot encoded again, the reference computation)."""
 
     def __init__(self, cfg, args, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
@@ -69,6 +76,22 @@ class CachingEncoder(ContextEncoderBase):
         self.max_context_sentences = args.max_context_sentences
         self.sentence_positions = PositionalEmbedding(args.max_context_sentences, cfg.encoder.embed_dim, padding_idx=0,
                                                       learned=not args.sinusoidal_sentence_positions)
+        self.context_cache: Optional[SentenceVectorCache] = SentenceVectorCache()
+
+    def set_context_cache(self, enabled: bool) -> None:
+        self.context_cache = SentenceVectorCache() if enabled else None
+
+    def train(self, mode: bool = True):
+        self.clear_context_cache()
+        return super().train(mode)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        self.clear_context_cache()
+        super()._load_from_state_dict(*args, **kwargs)
+
+    def clear_context_cache(self) -> None:
+        if self.context_cache is not None:
+            self.context_cache.clear()
 
     def run_layers(self, x: Tensor, padding: Tensor) -> Tensor:
         for layer in self.layers:
@@ -89,8 +112,27 @@ class CachingEncoder(ContextEncoderBase):
         return out
 
     def sentence_states(self, tokens: Tensor) -> Tuple[Tensor, Tensor]:
-        """(U, Lc) context sentences → their states (U, Lc, C), each sentence encoded alone, and
-        padding (U, Lc); caching sentence: their means (U, 1, C) and (U, 1)."""
+        """(U, Lc) context sentences → their states (U, L, C), each sentence encoded alone, and
+        padding (U, L); caching sentence: their means (U, 1, C) and (U, 1). At inference with the
+        context cache on, the sentences seen before are read from it and only the others encoded."""
+        if self.context_cache is None or self.training or torch.is_grad_enabled():
+            return self.encode_sentences(tokens)
+        keys = SentenceVectorCache.keys_of(tokens, self.padding_idx)
+        found = self.context_cache.lookup(keys, like=self.embed_tokens.weight)
+        missing = [row for row in range(len(keys)) if row not in found]
+        if missing:
+            states, padding = self.encode_sentences(tokens[missing])
+            for row, sentence_states, sentence_padding in zip(missing, states, padding):
+                found[row] = sentence_states[~sentence_padding]
+                self.context_cache.store([keys[row]], found[row].unsqueeze(0))
+        rows = [found[row] for row in range(len(keys))]
+        lengths = torch.tensor([len(r) for r in rows], device=tokens.device)
+        padding = torch.arange(int(lengths.max()), device=tokens.device).unsqueeze(0) >= lengths.unsqueeze(1)
+        return pad_sequence(rows, batch_first=True), padding
+
+    def encode_sentences(self, tokens: Tensor) -> Tuple[Tensor, Tensor]:
+        """:meth:`sentence_states` computed: every sentence encoded (gradient only with
+        ``--context-encoder-gradient``)."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.context_encoder_gradient):
             x, padding, _ = self.embed(tokens)
             x = self.run_layers(x, padding)
@@ -134,6 +176,11 @@ class CachingTransformer(ContextTransformerModel):
 
     encoder_class = CachingEncoder
     options = CachingConfig
+
+    def configure_context(self, cache: bool, document_window: int) -> ContextBatchNeeds:
+        """The context cache on or off (the task's ``--no-context-cache``)."""
+        self.encoder.set_context_cache(cache)
+        return ContextBatchNeeds()
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
