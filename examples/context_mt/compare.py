@@ -71,10 +71,12 @@ def prepare_data(work: Path, train_docs: int, setting: str) -> Path:
     return data
 
 
-def evaluate(work: Path, data: Path, arch: str, context_size: int, updates: int, batch_size: int) -> Dict:
+def train_and_generate(work: Path, data: Path, arch: str, context_size: int, updates: int, batch_size: int,
+                       out: Path) -> Dict:
+    """fairseq-train (the same budget for every model) → fairseq-generate (beam 5) →
+    fairseq-ctx-score in ``out``; the checkpoint, logs and scores."""
     user_dir = run(["fairseq-ctx-user-dir"]).strip()
-    out = work / arch
-    out.mkdir(exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     common = [str(data), "--user-dir", user_dir, "--task", "context_translation", "--context-size", str(context_size),
               "--cpu"]
     run(["fairseq-train", *common, "--arch", arch, *MODEL, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
@@ -82,14 +84,26 @@ def evaluate(work: Path, data: Path, arch: str, context_size: int, updates: int,
          "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1", "--batch-size", str(batch_size),
          "--max-update", str(updates), "--seed", "1", "--save-dir", str(out / "checkpoints"),
          "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1000"], out / "train.log")
-    train_log = (out / "train.log").read_text()
     checkpoint = out / "checkpoints/checkpoint_best.pt"
     generated = run(["fairseq-generate", *common, "--path", str(checkpoint), "--gen-subset", "test", "--beam", "5",
                      "--batch-size", "64", "--required-batch-size-multiple", "1"], out / "generate.log")
     (out / "generate.out").write_text(generated)
-    gen_log = (out / "generate.log").read_text()
     scores = json.loads(_json_of(["fairseq-ctx-score", str(out / "generate.out"), "--context-key",
                                   str(work / "raw/test.ctxkey")], out / "score.json"))
+    return {"checkpoint": checkpoint, "train_log": (out / "train.log").read_text(),
+            "generate_log": (out / "generate.log").read_text(), "scores": scores}
+
+
+def train_words_per_s(train_log: str) -> float:
+    """Median of fairseq-train's per-epoch ``wps``."""
+    return statistics.median(float(v) for v in re.findall(r"\| epoch \d+ \|.*?\| wps ([\d.]+)", train_log))
+
+
+def evaluate(work: Path, data: Path, arch: str, context_size: int, updates: int, batch_size: int) -> Dict:
+    out = work / arch
+    trained = train_and_generate(work, data, arch, context_size, updates, batch_size, out)
+    checkpoint, train_log, gen_log, scores = (trained["checkpoint"], trained["train_log"], trained["generate_log"],
+                                                trained["scores"])
     subsets = json.loads(_json_of(["fairseq-ctx-subset-bleu", str(out / "generate.out"), "--helpful",
                                    str(work / "helpful.ids"), "--unhelpful", str(work / "unhelpful.ids")],
                                   out / "subsets.json"))
@@ -101,7 +115,6 @@ def evaluate(work: Path, data: Path, arch: str, context_size: int, updates: int,
          "--reference", f"{c}.ref.de", "--contrastive", f"{c}.contrastive0.de", f"{c}.contrastive1.de",
          "--context", f"{c}.context0.en", f"{c}.context1.en", "--categories", f"{c}.category"],
         out / "contrastive.json"))
-    wps = [float(v) for v in re.findall(r"\| epoch \d+ \|.*?\| wps ([\d.]+)", train_log)]
     return {
         "arch": arch,
         "context_size": context_size,
@@ -112,7 +125,7 @@ def evaluate(work: Path, data: Path, arch: str, context_size: int, updates: int,
         "cxmi": cxmi["cxmi"],
         "contrastive_accuracy": contrastive["accuracy"],
         "params": int(re.search(r"num\. shared model params: ([\d,]+)", train_log).group(1).replace(",", "")),
-        "train_words_per_s": statistics.median(wps),
+        "train_words_per_s": train_words_per_s(train_log),
         "gen_tokens_per_s": float(re.search(r"sentences/s, ([\d.]+) tokens/s", gen_log).group(1)),
     }
 
