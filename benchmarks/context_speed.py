@@ -152,8 +152,9 @@ class Measurement:
     encode_sentences_per_s: float
 
 
-def parse_cli(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_cli(argv: Optional[Sequence[str]] = None, description: str = __doc__) -> argparse.Namespace:
+    """This benchmark's options (also those of the benchmarks that reuse its method)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help="smoke check: 1 warm-up + 3 timed updates and 1 timed generation batch per model "
                              "(overrides --warmup-updates, --updates, --gen-batches)")
@@ -355,10 +356,10 @@ def measure(data_bin: Path, setting: Setting, args: argparse.Namespace,
 
 
 def table(rows: Sequence[Measurement]) -> List[str]:
-    lines = [f"{'model':<12}{'N':>3}{'cache':>6}{'params':>10}{'ctx/sent':>10}{'train words/s':>15}"
+    lines = [f"{'model':<18}{'N':>3}{'cache':>6}{'params':>10}{'ctx/sent':>10}{'train words/s':>15}"
              f"{'s/update':>10}{'gen tokens/s':>14}{'gen len':>9}{'enc sent/s':>12}"]
     for m in rows:
-        lines.append(f"{m.arch:<12}{m.context_size:>3}{'yes' if m.context_cache else 'no':>6}{m.params / 1e6:>9.2f}M{m.context_per_sentence:>10.2f}"
+        lines.append(f"{m.arch:<18}{m.context_size:>3}{'yes' if m.context_cache else 'no':>6}{m.params / 1e6:>9.2f}M{m.context_per_sentence:>10.2f}"
                      f"{m.train_words_per_s:>15.0f}{m.sec_per_update:>10.4f}{m.gen_tokens_per_s:>14.0f}"
                      f"{m.gen_mean_length:>9.1f}{m.encode_sentences_per_s:>12.0f}")
     return lines
