@@ -1,10 +1,13 @@
-"""Architecture ``ctx_concat`` (TwC): source and context sentences as one encoder input."""
+"""Architectures ``ctx_concat`` (TwC) and ``focused_concat`` (Lupo et al., 2022): source and
+context sentences as one encoder input."""
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, base_architecture
+from fairseq.modules import SinusoidalPositionalEmbedding
+from fairseq.utils import make_positions
 from torch import Tensor, nn
 
 from fairseq_ctx.context.data.context_batch import ContextInputs
@@ -26,6 +29,13 @@ class ConcatContextConfig(SentenceInitConfig):
         metadata={"help": "number of learned context segment embeddings (segment 0 is the source, "
                   "segment i+1 context slot i); must be >= --context-size (the thesis uses up to 10)"},
     )
+    position_shift: Optional[int] = field(
+        default=None,
+        metadata={"help": "segment-shifted positions (Lupo et al., 2022): the positions of each segment of the "
+                  "concatenation run on from the previous one's plus this many, so sentence boundaries are also "
+                  "distances; 0 = off. Default: 0 for ctx_concat, 21 for focused_concat (the authors' IWSLT17 "
+                  "en-de setting); needs fairseq's sinusoidal positions"},
+    )
 
 
 class ConcatContextEncoder(ContextEncoderBase):
@@ -38,11 +48,18 @@ class ConcatContextEncoder(ContextEncoderBase):
 
     With --target-context-size M > 0 the encoder also hands the decoder its target prefix
     ``encoder_out["target_prefix"]``: the previous target sentences of each example, oldest
-    first, ``[<boc>] t_{-M} .. [<boc>] t_{-1}`` (B, P) right-padded (:class:`TargetPrefixDecoder`)."""
+    first, ``[<boc>] t_{-M} .. [<boc>] t_{-1}`` (B, P) right-padded (:class:`TargetPrefixDecoder`).
+
+    With --position-shift S > 0 (segment-shifted positions, Lupo et al., 2022) a token of
+    segment s (0 = source) gets the sinusoidal position of p + s·S instead of p."""
 
     def __init__(self, cfg, args, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
         self.max_context_sentences = args.max_context_sentences
+        self.position_shift = args.position_shift or 0
+        if self.position_shift and not isinstance(self.embed_positions, SinusoidalPositionalEmbedding):
+            raise ValueError("--position-shift needs fairseq's sinusoidal positions: drop --encoder-learned-pos and "
+                             "--no-token-positional-embeddings, or use --position-shift 0")
         self.segment_embed = nn.Embedding(self.max_context_sentences + 1, cfg.encoder.embed_dim)
         nn.init.normal_(self.segment_embed.weight, mean=0, std=cfg.encoder.embed_dim ** -0.5)
         self.target_context_size = 0
@@ -95,10 +112,22 @@ class ConcatContextEncoder(ContextEncoderBase):
         tokens = packed[..., 0].masked_fill(padding, self.padding_idx)
         segments = packed[..., 1].masked_fill(padding, 0)
         embedded = self.embed_tokens(tokens) + self.segment_embed(segments)
+        if self.position_shift:
+            embedded = embedded + self.position_shift_term(tokens, segments) / self.embed_scale
         x, padding, embedding = self.embed(tokens, embedded)
         for layer in self.layers:
             x = layer(x, encoder_padding_mask=padding)
         return x, padding, embedding, tokens
+
+
+    def position_shift_term(self, tokens: Tensor, segments: Tensor) -> Tensor:
+        """(B, T, C) what turns fairseq's sinusoidal position p of each token into p + s·S
+        (added before the embedding scale, which fairseq applies to the token embedding only)."""
+        positions = make_positions(tokens, self.padding_idx)
+        shifted = positions + segments * self.position_shift
+        table = SinusoidalPositionalEmbedding.get_embedding(int(shifted.max()) + 1, self.embed_tokens.embedding_dim,
+                                                            self.padding_idx).to(self.embed_tokens.weight)
+        return table[shifted] - table[positions]
 
 
 @register_model("context_concat_transformer", dataclass=with_transformer_options(ConcatContextConfig))
@@ -123,4 +152,17 @@ class ConcatContextTransformer(ContextTransformerModel):
 @register_model_architecture("context_concat_transformer", "ctx_concat")
 def ctx_concat_architecture(args):
     """TwC with Transformer-base sizes (512, 6+6 layers, 8 heads, dropout 0.1)."""
+    if getattr(args, "position_shift", None) is None:
+        args.position_shift = 0
+    base_architecture(args)
+
+
+@register_model_architecture("context_concat_transformer", "focused_concat")
+def focused_concat_architecture(args):
+    """Focused concatenation (Lupo et al., 2022, WMT): ctx_concat with segment-shifted positions
+    (shift 21), trained with the previous target sentences as decoder prefix
+    (--target-context-size) and the discounted context loss (--criterion
+    context_discounted_cross_entropy, --context-discount 0.01); Transformer-base sizes."""
+    if getattr(args, "position_shift", None) is None:
+        args.position_shift = 21
     base_architecture(args)

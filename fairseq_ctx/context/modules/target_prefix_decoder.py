@@ -26,6 +26,11 @@ class TargetPrefixDecoder(TransformerDecoderBase):
     prefix. The current sentence keeps the sentence-level decoder's positions; the prefix has
     its own positions plus a learned target-context segment vector. Without ``target_prefix``
     in ``encoder_out`` (--target-context-size 0) this is fairseq's decoder, parameters included.
+
+    Outside incremental decoding, ``extra`` also carries ``prefix_tokens`` (B, P) and
+    ``prefix_states`` (P, B, C), the last layer's states over the prefix, from which a criterion
+    can predict the prefix too (focused concatenation's discounted context loss, Lupo et al.,
+    2022: :mod:`fairseq_ctx.context.context_discounted_loss`); the default criterions ignore them.
     """
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn: bool = False, output_projection=None):
@@ -67,10 +72,12 @@ class TargetPrefixDecoder(TransformerDecoderBase):
                 prev_output_tokens, encoder_out, incremental_state, full_context_alignment, alignment_layer, alignment_heads
             )
         state: IncrementalState = {}
-        self.run_prefix(prefix[0], encoder_out, state)
-        return self.sentence_after_prefix(
+        prefix_states = self.run_prefix(prefix[0], encoder_out, state)
+        x, extra = self.sentence_after_prefix(
             prev_output_tokens, encoder_out, state, prefix[0].size(1), full_context_alignment, alignment_layer, alignment_heads
         )
+        extra["prefix_tokens"], extra["prefix_states"] = [prefix[0]], [prefix_states]
+        return x, extra
 
     def embed(self, tokens: Tensor, segment: Optional[Tensor]) -> Tensor:
         """(B, T) tokens → (T, B, C) decoder input, as fairseq's decoder embeds a full sentence,
@@ -88,10 +95,11 @@ class TargetPrefixDecoder(TransformerDecoderBase):
             x = self.layernorm_embedding(x)
         return self.dropout_module(x).transpose(0, 1)
 
-    def run_prefix(self, prefix: Tensor, encoder_out: Dict[str, List[Tensor]], state: IncrementalState) -> None:
-        """Fill ``state``'s self-attention caches with the prefix (B, P). Rows whose prefix is
-        all padding attend it unmasked here (finite values, no NaN); the cached padding mask is
-        the true one, so the sentence never attends their padding."""
+    def run_prefix(self, prefix: Tensor, encoder_out: Dict[str, List[Tensor]], state: IncrementalState) -> Tensor:
+        """Fill ``state``'s self-attention caches with the prefix (B, P) and return the last
+        layer's states over it (P, B, C). Rows whose prefix is all padding attend it unmasked
+        here (finite values, no NaN); the cached padding mask is the true one, so the sentence
+        never attends their padding."""
         if prefix.size(1) > self.max_target_positions:
             raise ValueError(
                 f"ctx_concat: the target-context prefix has {prefix.size(1)} tokens, more than "
@@ -108,6 +116,7 @@ class TargetPrefixDecoder(TransformerDecoderBase):
             cache = layer.self_attn._get_input_buffer(state)
             cache["prev_key_padding_mask"] = padding
             layer.self_attn._set_input_buffer(state, cache)
+        return x
 
     def sentence_after_prefix(
         self,
