@@ -11,9 +11,10 @@ from fairseq_ctx.context.cxmi import cxmi
 from tests.helpers import USER_DIR, batch_of, build
 
 ARCHS = ["caching_tokens", "caching_sentence"]
+SHORTENING_ARCHS = ["shortening_grouping", "shortening_selecting", "shortening_pooling"]
 
 
-@pytest.fixture(scope="module", params=ARCHS)
+@pytest.fixture(scope="module", params=ARCHS + SHORTENING_ARCHS)
 def caching(request, tiny_data):
     task, model, cfg = build(tiny_data, request.param)
     task.load_dataset("train")
@@ -67,6 +68,10 @@ def test_cache_of_each_context_slot_is_that_sentence_encoded_alone(caching):
             states = alone(model, tokens[sentence], pad)
             if arch == "caching_sentence":  # one vector per context sentence: the mean of its token states
                 states = states.mean(dim=0, keepdim=True)
+            if arch in SHORTENING_ARCHS:  # the shortened states of that sentence
+                shortened, shortened_padding = model.encoder.shortening(states.unsqueeze(0),
+                                                                        torch.zeros(1, len(states), dtype=torch.bool))
+                states = shortened[0][~shortened_padding[0]]
             expected.append(states + sentence_position(model, slot))
         kept = cache[~padding[row], row]
         if not expected:

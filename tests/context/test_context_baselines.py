@@ -9,7 +9,7 @@ from tests.helpers import BASELINE_ARCHS, batch_of, build
 
 # Archs whose encoder output is the sentence-level one and whose decoder attends the context
 # (encoder_out["context_out"]): the context tests compare their model outputs.
-DECODER_SIDE_ARCHS = ("caching_tokens", "caching_sentence")
+DECODER_SIDE_ARCHS = tuple(arch for arch in BASELINE_ARCHS if arch.startswith(("caching_", "shortening_")))
 
 
 def encoder_out(model, net_input):

@@ -17,6 +17,7 @@ from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
 from fairseq_ctx.context.modules.empty_context import context_or_placeholder
 from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
+from fairseq_ctx.context.modules.sequence_shortening import METHODS, SequenceShortening
 from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.model_options import with_transformer_options
 
@@ -44,6 +45,15 @@ class CachingConfig(SentenceInitConfig):
         default=10,
         metadata={"help": "number of sentence-position embeddings (slot i of the context, nearest first, has "
                   "position i + 1); must be >= --context-size"},
+    )
+    shortening: Optional[str] = field(
+        default=None,
+        metadata={"help": "sequence shortening of each cached sentence: " + ", ".join(METHODS) + " (see "
+                  "fairseq_ctx.context.modules.sequence_shortening); set by the shortening_* architectures"},
+    )
+    shortening_size: int = field(
+        default=10,
+        metadata={"help": "groups of grouping/selecting, window of the poolings (the public code's default: 10)"},
     )
 
 
@@ -77,6 +87,13 @@ class CachingEncoder(ContextEncoderBase):
         self.sentence_positions = PositionalEmbedding(args.max_context_sentences, cfg.encoder.embed_dim, padding_idx=0,
                                                       learned=not args.sinusoidal_sentence_positions)
         self.context_cache: Optional[SentenceVectorCache] = SentenceVectorCache()
+        self.shortening: Optional[SequenceShortening] = None
+        if args.shortening:
+            if args.cache_sentence:
+                raise ValueError("caching_sentence caches one vector per sentence already: --shortening is for the "
+                                 "token caches (caching_tokens, shortening_*)")
+            self.shortening = SequenceShortening(args.shortening, args.shortening_size, cfg.encoder.embed_dim,
+                                                 cfg.encoder.attention_heads, cfg.attention_dropout)
 
     def set_context_cache(self, enabled: bool) -> None:
         self.context_cache = SentenceVectorCache() if enabled else None
@@ -139,6 +156,8 @@ class CachingEncoder(ContextEncoderBase):
             if self.layer_norm is not None:
                 x = self.layer_norm(x)
         x = x.transpose(0, 1)
+        if self.shortening is not None:  # trained even when the encoder states are cached without gradient
+            return self.shortening(x, padding)
         if not self.cache_sentence:
             return x, padding
         keep = (~padding).unsqueeze(-1).type_as(x)
@@ -201,4 +220,34 @@ def caching_sentence_architecture(args):
     """Caching Sentence (Mąka et al., 2024): one mean vector per context sentence is cached;
     Transformer-base sizes."""
     args.cache_sentence = True
+    base_architecture(args)
+
+
+def shortening_architecture(args, method: str) -> None:
+    args.cache_sentence = False
+    args.shortening = method
+    base_architecture(args)
+
+
+@register_model_architecture("caching_transformer", "shortening_grouping")
+def shortening_grouping_architecture(args):
+    """Caching tokens with Latent Grouping (Mąka et al., 2024): each cached sentence shortened to
+    --shortening-size (10) learned groups of its tokens; Transformer-base sizes."""
+    shortening_architecture(args, "grouping")
+
+
+@register_model_architecture("caching_transformer", "shortening_selecting")
+def shortening_selecting_architecture(args):
+    """Caching tokens with Latent Selecting (Mąka et al., 2024): --shortening-size (10) learned
+    selections over each cached sentence's tokens; Transformer-base sizes."""
+    shortening_architecture(args, "selecting")
+
+
+@register_model_architecture("caching_transformer", "shortening_pooling")
+def shortening_pooling_architecture(args):
+    """Caching tokens with mean pooling (Mąka et al., 2024): windows of --shortening-size tokens
+    averaged (--shortening max_pooling: max-pooled); Transformer-base sizes."""
+    if getattr(args, "shortening", None) not in ("mean_pooling", "max_pooling"):
+        args.shortening = "mean_pooling"
+    args.cache_sentence = False
     base_architecture(args)
