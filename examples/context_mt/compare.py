@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 
 from devtools.results_file import script_command
@@ -72,18 +72,19 @@ def prepare_data(work: Path, train_docs: int, setting: str) -> Path:
 
 
 def train_and_generate(work: Path, data: Path, arch: str, context_size: int, updates: int, batch_size: int,
-                       out: Path) -> Dict:
+                       out: Path, task_args: Sequence[str] = (), train_args: Sequence[str] = ()) -> Dict:
     """fairseq-train (the same budget for every model) → fairseq-generate (beam 5) →
-    fairseq-ctx-score in ``out``; the checkpoint, logs and scores."""
+    fairseq-ctx-score in ``out``; the checkpoint, logs and scores. ``task_args`` go to both tools,
+    ``train_args`` to fairseq-train after the common budget (a later option wins)."""
     user_dir = run(["fairseq-ctx-user-dir"]).strip()
     out.mkdir(parents=True, exist_ok=True)
     common = [str(data), "--user-dir", user_dir, "--task", "context_translation", "--context-size", str(context_size),
-              "--cpu"]
+              "--cpu", *task_args]
     run(["fairseq-train", *common, "--arch", arch, *MODEL, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)",
          "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "150", "--criterion",
          "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1", "--batch-size", str(batch_size),
          "--max-update", str(updates), "--seed", "1", "--save-dir", str(out / "checkpoints"),
-         "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1000"], out / "train.log")
+         "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1000", *train_args], out / "train.log")
     checkpoint = out / "checkpoints/checkpoint_best.pt"
     generated = run(["fairseq-generate", *common, "--path", str(checkpoint), "--gen-subset", "test", "--beam", "5",
                      "--batch-size", "64", "--required-batch-size-multiple", "1"], out / "generate.log")

@@ -1,5 +1,5 @@
-"""Quality as the context grows: BLEU and context accuracy of concatenation, the caching models
-and hmce at context sizes 1 to 8 on the generated demo corpus, beside the sentence-level
+"""Quality as the context grows: BLEU and context accuracy of concatenation (plain and focused),
+the caching models, sequence shortening (latent grouping) and hmce at context sizes 1 to 8 on the generated demo corpus, beside the sentence-level
 transformer; writes ``examples/context_mt/results/context_size_{setting}.{md,json}``.
 
 Usage: python -m examples.context_mt.context_size --work DIR [--sizes 1 2 4 8] [--archs ...]
@@ -18,15 +18,24 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from devtools.machine_facts import this_machine
 from devtools.results_file import script_command
 from examples.context_mt.compare import HERE, TOOL_ENV, prepare_data, train_and_generate, train_words_per_s
 
-ARCHS = ["ctx_concat", "caching_tokens", "caching_sentence", "hmce"]
+ARCHS = ["ctx_concat", "focused_concat", "caching_tokens", "caching_sentence", "shortening_grouping", "hmce"]
 # Sizes in this order, so that an interrupted run has the extremes and the doublings first.
 RUN_ORDER = [1, 2, 4, 8, 3, 6, 5, 7]
+
+
+def arch_options(arch: str, size: int) -> Tuple[List[str], List[str]]:
+    """(options of both tools, options of fairseq-train) of ``arch`` at context size ``size``:
+    focused concatenation reads as many previous target sentences as source ones (Lupo et al.,
+    2022, sK-to-K) and trains with the discounted context loss."""
+    if arch == "focused_concat":
+        return ["--target-context-size", str(size)], ["--criterion", "context_discounted_cross_entropy"]
+    return [], []
 
 
 def run_one(work: Path, data: Path, arch: str, size: int, args: argparse.Namespace) -> Dict:
@@ -36,7 +45,7 @@ def run_one(work: Path, data: Path, arch: str, size: int, args: argparse.Namespa
     if done.exists():
         return json.loads(done.read_text())
     started = time.time()
-    trained = train_and_generate(work, data, arch, size, args.updates, args.batch_size, out)
+    trained = train_and_generate(work, data, arch, size, args.updates, args.batch_size, out, *arch_options(arch, size))
     result = {"arch": arch, "context_size": size, "bleu": trained["scores"]["bleu"],
               "context_accuracy": trained["scores"]["context_accuracy"],
               "train_words_per_s": train_words_per_s(trained["train_log"]), "minutes": (time.time() - started) / 60}
