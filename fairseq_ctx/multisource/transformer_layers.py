@@ -7,6 +7,7 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
+from fairseq_ctx.core.decoder_input import decoder_input
 from fairseq_ctx.core.decoder_output import decoder_output
 from fairseq_ctx.multisource.aux_input_spec import AuxInput
 from fairseq_ctx.multisource.modules.feature_projection import FeatureProjection
@@ -127,22 +128,9 @@ class MultiSourceTransformerDecoder(TransformerDecoderBase):
 
     def _embed(self, prev_output_tokens: Tensor, incremental_state) -> Tuple[Tensor, Optional[Tensor]]:
         """Token and position embeddings (T, B, D) of the tokens still to decode, and their padding mask."""
-        positions = None
-        if self.embed_positions is not None:
-            positions = self.embed_positions(prev_output_tokens, incremental_state=incremental_state)
+        x = decoder_input(self, prev_output_tokens, incremental_state)
         if incremental_state is not None:
             prev_output_tokens = prev_output_tokens[:, -1:]
-            positions = positions[:, -1:] if positions is not None else None
-        x = self.embed_scale * self.embed_tokens(prev_output_tokens.contiguous())
-        if self.quant_noise is not None:
-            x = self.quant_noise(x)
-        if self.project_in_dim is not None:
-            x = self.project_in_dim(x)
-        if positions is not None:
-            x += positions
-        if self.layernorm_embedding is not None:
-            x = self.layernorm_embedding(x)
-        x = self.dropout_module(x).transpose(0, 1)
         padding = prev_output_tokens.eq(self.padding_idx)
         return x, (padding if padding.any() else None)
 

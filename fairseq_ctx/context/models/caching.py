@@ -16,7 +16,7 @@ from fairseq_ctx.context.modules.cached_context_decoder import CachedContextDeco
 from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
 from fairseq_ctx.context.modules.empty_context import context_or_placeholder
-from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
+from fairseq_ctx.context.modules.sentence_vector_cache import ClearedWithTheWeights, SentenceVectorCache
 from fairseq_ctx.context.modules.sequence_shortening import METHODS, SequenceShortening
 from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.model_options import with_transformer_options
@@ -57,7 +57,7 @@ class CachingConfig(SentenceInitConfig):
     )
 
 
-class CachingEncoder(ContextEncoderBase):
+class CachingEncoder(ClearedWithTheWeights, ContextEncoderBase):
     """Caching multi-encoder of Mąka et al. (2024) ("Caching Tokens" / "Caching Sentence"). The
     source is encoded exactly as by the sentence-level encoder and never sees its context. Each
     distinct context sentence is encoded alone by the same encoder (all layers, final LayerNorm
@@ -98,15 +98,7 @@ class CachingEncoder(ContextEncoderBase):
     def set_context_cache(self, enabled: bool) -> None:
         self.context_cache = SentenceVectorCache() if enabled else None
 
-    def train(self, mode: bool = True):
-        self.clear_context_cache()
-        return super().train(mode)
-
-    def _load_from_state_dict(self, *args, **kwargs):
-        self.clear_context_cache()
-        super()._load_from_state_dict(*args, **kwargs)
-
-    def clear_context_cache(self) -> None:
+    def clear_context_caches(self) -> None:
         if self.context_cache is not None:
             self.context_cache.clear()
 

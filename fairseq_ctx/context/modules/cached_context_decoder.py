@@ -9,6 +9,7 @@ from torch import Tensor
 
 from fairseq_ctx.context.modules.empty_context import attendable, without_context
 from fairseq_ctx.context.modules.target_prefix_decoder import encoder_states
+from fairseq_ctx.core.decoder_input import decoder_input
 from fairseq_ctx.core.decoder_output import decoder_output
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
@@ -106,7 +107,7 @@ class CachedContextDecoder(TransformerDecoderBase):
         enc, enc_padding = encoder_states(encoder_out)
         context = encoder_out["context_out"][0]
         context_padding, has_context = attendable(encoder_out["context_padding_mask"][0])
-        x = self.embed(prev_output_tokens, incremental_state)
+        x = decoder_input(self, prev_output_tokens, incremental_state)
         if incremental_state is not None:
             prev_output_tokens = prev_output_tokens[:, -1:]
         padding = prev_output_tokens.eq(self.padding_idx)
@@ -125,24 +126,3 @@ class CachedContextDecoder(TransformerDecoderBase):
                 attn = layer_attn.float().to(x)
         x, attn = decoder_output(self, x, attn, alignment_heads)
         return x, {"attn": [attn], "inner_states": inner_states}
-
-    def embed(self, prev_output_tokens: Tensor, incremental_state: Optional[IncrementalState]) -> Tensor:
-        """(B, T) tokens → (T, B, C) decoder input as fairseq embeds them (the last position only
-        when decoding incrementally)."""
-        positions = None
-        if self.embed_positions is not None:
-            positions = self.embed_positions(prev_output_tokens, incremental_state=incremental_state)
-        if incremental_state is not None:
-            prev_output_tokens = prev_output_tokens[:, -1:]
-            if positions is not None:
-                positions = positions[:, -1:]
-        x = self.embed_scale * self.embed_tokens(prev_output_tokens.contiguous())
-        if self.quant_noise is not None:
-            x = self.quant_noise(x)
-        if self.project_in_dim is not None:
-            x = self.project_in_dim(x)
-        if positions is not None:
-            x = x + positions
-        if self.layernorm_embedding is not None:
-            x = self.layernorm_embedding(x)
-        return self.dropout_module(x).transpose(0, 1)

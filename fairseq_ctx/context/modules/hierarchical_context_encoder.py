@@ -19,7 +19,7 @@ from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase,
 from fairseq_ctx.context.modules.document_vector import DocumentVector
 from fairseq_ctx.context.modules.empty_context import attendable, context_or_placeholder, placeholder_sentence, without_context
 from fairseq_ctx.context.modules.gated_sum import GatedSum
-from fairseq_ctx.context.modules.sentence_vector_cache import SentenceVectorCache
+from fairseq_ctx.context.modules.sentence_vector_cache import ClearedWithTheWeights, SentenceVectorCache
 from fairseq_ctx.context.modules.target_context import TargetContext
 from fairseq_ctx.core.length_chunks import trim_padding
 
@@ -41,7 +41,7 @@ def read_rows(context_tokens: Tensor, context_index: Tensor) -> Tensor:
     return needed
 
 
-class HierarchicalContextEncoder(ContextEncoderBase):
+class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
     """Source encoder + hierarchical context encoder (Yun 2022, eq. 3.14–3.17, Fig. 3.1/3.2).
 
     1. Lower level: each context sentence c_i → e_i = StackedTransformerEncoder(c_i)
@@ -136,14 +136,6 @@ class HierarchicalContextEncoder(ContextEncoderBase):
     @property
     def reuses_source_encodings(self) -> bool:
         return self.context_cache is not None and self.context_layers is None
-
-    def train(self, mode: bool = True):
-        self.clear_context_caches()
-        return super().train(mode)
-
-    def _load_from_state_dict(self, *args, **kwargs):
-        self.clear_context_caches()
-        super()._load_from_state_dict(*args, **kwargs)
 
     def clear_context_caches(self) -> None:
         if self.context_cache is not None:

@@ -45,3 +45,20 @@ class SentenceVectorCache:
 
     def __len__(self) -> int:
         return len(self.vectors)
+
+
+class ClearedWithTheWeights:
+    """Mixin of an ``nn.Module`` that holds context caches valid only for the weights they were
+    computed with (:class:`SentenceVectorCache`): ``clear_context_caches`` runs whenever the module
+    changes mode (``train()``/``eval()``) or loads a state dict."""
+
+    def clear_context_caches(self) -> None:
+        raise NotImplementedError
+
+    def train(self, mode: bool = True):
+        self.clear_context_caches()
+        return super().train(mode)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        self.clear_context_caches()
+        super()._load_from_state_dict(*args, **kwargs)
