@@ -7,6 +7,8 @@ import torch
 
 from devtools.in_process_tools import call_tool
 from fairseq_ctx.context import hub
+from fairseq_ctx.context.contrastive.evaluation import evaluate
+from fairseq_ctx.context.contrastive.plain import read_contrastive_set
 from fairseq_ctx.context.cxmi import cxmi
 from tests.helpers import USER_DIR, batch_of, build
 
@@ -179,3 +181,27 @@ def test_interactive_translate_doc_and_cxmi(trained_baselines, tiny_data, arch, 
     first = [row for row in result["per_sentence"] if row[0] == 0][0]
     assert first[1] == pytest.approx(0.0, abs=1e-4), "a document-initial sentence has no context to mask"
     assert result["sentences"] > 30 and result["cxmi"] != 0.0
+
+
+@pytest.mark.parametrize("arch", ARCHS + ["shortening_grouping"])
+def test_contrastive_scoring_prefers_the_models_own_translation(trained_baselines, tiny_data, arch, tmp_path):
+    """The greedy translation in context outscores it with a word appended (greedy chose </s>
+    there), so contrastive accuracy is 1.0, and 0.0 with the roles swapped."""
+    translator = hub.load(str(trained_baselines[arch][0] / "checkpoint_last.pt"), data=str(tiny_data), beam=1,
+                          max_len_a=0, max_len_b=20)
+    sentences = ["the old cat sleeps .", "it is quiet .", "then we sang .", "it moves again ."]
+    greedy = translator.translate_document(sentences)
+    keep = [i for i, g in enumerate(greedy) if 0 < len(g.split()) < 19]
+    assert len(keep) >= 2, greedy
+
+    def write(name, lines):
+        (tmp_path / name).write_text("".join(f"{line}\n" for line in lines))
+        return str(tmp_path / name)
+
+    context = [[([""] * distance + sentences)[i] for i in keep] for distance in (1, 2)]  # as the document gave them
+    files = dict(source=write("src", [sentences[i] for i in keep]), reference=write("ref", [greedy[i] for i in keep]),
+                 contrastive=[write("c0", [greedy[i] + " und" for i in keep])],
+                 context=[write("ctx0", context[0]), write("ctx1", context[1])])
+    assert evaluate(translator, read_contrastive_set(**files))["accuracy"] == 1.0
+    swapped = {**files, "reference": files["contrastive"][0], "contrastive": [files["reference"]]}
+    assert evaluate(translator, read_contrastive_set(**swapped))["accuracy"] == 0.0
