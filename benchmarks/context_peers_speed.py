@@ -1,5 +1,6 @@
-"""Training speed and memory of the caching models (Mąka et al., 2024) beside ctx_concat and
-hmce at context sizes 2 and 8, against the sentence-level Transformer.
+"""Training speed and memory of the caching models and of sequence shortening (latent grouping;
+Mąka et al., 2024) beside ctx_concat and hmce at context sizes 2 and 8, against the
+sentence-level Transformer.
 
 Usage: ``python -m benchmarks.context_peers_speed [--size base] [--clock cpu --threads 1]
 [--json DIR/context_peers_speed.json]`` (the options of ``benchmarks.context_speed``, whose data,
@@ -14,7 +15,7 @@ with the context and with the batch, and it is the same on every device (the pea
 adds the parameters, gradients, optimizer state and the allocator's slack).
 
 Printed: the table of ``context_speed`` with the activation memory, and the ratios of each
-caching model to ctx_concat and to hmce at N=2 and N=8 (training words/s and activation
+caching or shortening model to ctx_concat and to hmce at N=2 and N=8 (training words/s and activation
 memory; no targets: the issue asks for the numbers).
 """
 import json
@@ -35,7 +36,8 @@ from benchmarks.context_speed import (Measurement, Setting, build_data, fairseq_
 from devtools.machine_facts import this_machine, utc_now
 from devtools.results_file import results_page, script_command, write_results
 
-PEERS = ["ctx_concat", "caching_tokens", "caching_sentence", "hmce"]
+PEERS = ["ctx_concat", "caching_tokens", "caching_sentence", "shortening_grouping", "hmce"]
+OURS = ["caching_tokens", "caching_sentence", "shortening_grouping"]
 SIZES_N = (2, 8)
 SETTINGS = [Setting("transformer", 0)] + [Setting(arch, n) for n in SIZES_N for arch in PEERS]
 
@@ -74,7 +76,7 @@ def activation_bytes(data_bin: Path, setting: Setting, args) -> int:
 def peer_ratios(results: Dict[Setting, Measurement], memory: Dict[Setting, int]) -> List[PeerRatio]:
     ratios = []
     for n in SIZES_N:
-        for ours in ("caching_tokens", "caching_sentence"):
+        for ours in OURS:
             for other in ("ctx_concat", "hmce"):
                 mine, theirs = Setting(ours, n), Setting(other, n)
                 ratios.append(PeerRatio(f"{ours} / {other} training words/s at N={n}",
@@ -109,7 +111,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         f"{'model':<18}{'N':>3}{'activation MB':>15}",
         *(f"{s.arch:<18}{s.context_size:>3}{memory[s] / 2**20:>15.1f}" for s in SETTINGS),
         "",
-        *(f"{r.description:<55}{r.value:>7.3f}" for r in ratios),
+        *(f"{r.description:<60}{r.value:>7.3f}" for r in ratios),
         "",
         f"total time: {seconds:.0f} s",
     ]
@@ -122,7 +124,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         record = {**facts, "settings": {k: v for k, v in vars(args).items() if k != "json"}, "data": counts,
                   "results": [asdict(results[s]) | {"activation_bytes": memory[s]} for s in SETTINGS],
                   "ratios": [asdict(r) for r in ratios]}
-        page = results_page("Training speed and memory of the caching models beside ctx_concat and hmce", facts,
+        page = results_page("Training speed and memory of the caching and shortening models beside ctx_concat and hmce",
+                            facts,
                             ["```", *lines, "```"])
         write_results(str(Path(args.json).parent), "context_peers_speed", page, record)
 
