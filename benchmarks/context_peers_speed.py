@@ -18,7 +18,6 @@ Printed: the table of ``context_speed`` with the activation memory, and the rati
 caching or shortening model to ctx_concat and to hmce at N=2 and N=8 (training words/s and activation
 memory; no targets: the issue asks for the numbers).
 """
-import json
 import os
 import tempfile
 import time

@@ -59,25 +59,14 @@ occasional interruptions, not a busy machine).
 import argparse
 import itertools
 import json
-import logging
 import os
 import shutil
 import statistics
 import tempfile
 import time
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
-
-# fairseq configures the root logger when its tasks are imported: silence the libraries first,
-# and the deprecation notices that fairseq 0.12's own code triggers in hydra and torch.
-for _name in ("fairseq", "fairseq_cli", "fairseq_ctx", "hydra"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
-for _message in (r"\s*'config' is validated against ConfigStore", r"'pin_memory' argument is set as true",
-                 r"`torch.cuda.amp.autocast", r"Support for mismatched key_padding_mask and attn_mask"):
-    warnings.filterwarnings("ignore", message=_message)
-warnings.filterwarnings("ignore", module=r"hydra\.")
 
 import torch
 from fairseq import optim, options, tasks, utils
@@ -85,6 +74,7 @@ from fairseq.dataclass.configs import GenerationConfig
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
+from benchmarks.quiet import quiet_libraries
 fairseq_ctx.register()
 from fairseq_ctx.context.data.prepare_docs import prepare
 from fairseq_ctx.context.demo.synthetic_corpus import DocumentGenerator
@@ -453,6 +443,7 @@ def write_json(path: str, args: argparse.Namespace, counts: Dict[str, Dict[str, 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_cli(argv)
+    quiet_libraries()
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.threads is not None:

@@ -32,19 +32,13 @@ sizes the output layer and the loss, which at 128 dims cost as much as the layer
         --max-tokens 7000 --gen-batches 0
 """
 import argparse
-import logging
 import os
 import statistics
 import tempfile
 import time
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
-
-for _name in ("fairseq", "fairseq_cli", "fairseq_ctx", "hydra"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
-warnings.filterwarnings("ignore")
 
 import torch
 from fairseq import options, tasks, utils
@@ -56,6 +50,7 @@ import fairseq_ctx
 fairseq_ctx.register()
 from benchmarks.context_speed import build_data as build_context_data
 from benchmarks.embedding_speed import join_lines
+from benchmarks.quiet import quiet_libraries
 from devtools.machine_facts import this_machine, utc_now
 from devtools.results_file import script_command, write_results
 from fairseq_ctx.embedding.data.multilingual_binarize import binarize_multilingual
@@ -299,6 +294,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
+    quiet_libraries()
     torch.set_num_threads(args.threads)
     clock = CLOCKS[args.clock]
     start = time.time()

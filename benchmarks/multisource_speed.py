@@ -33,18 +33,15 @@ Usage: python -m benchmarks.multisource_speed [--regions 196] [--embed-dim 512] 
 """
 import argparse
 import json
-import logging
 import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from typing import Dict, List
 
-logging.disable(logging.WARNING)
-warnings.filterwarnings("ignore")
+from benchmarks.quiet import quiet_libraries
 
 MODELS = ["text-only", "serial", "parallel", "flat", "hierarchical"]
 
@@ -169,6 +166,7 @@ def main() -> None:
     parser.add_argument("--only", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    quiet_libraries()
     if args.only:
         print(json.dumps(measure(args, args.only)))
         return

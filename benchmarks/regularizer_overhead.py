@@ -22,18 +22,14 @@ import os
 import statistics
 import tempfile
 import time
-import warnings
 from pathlib import Path
-
-for _name in ("fairseq", "fairseq_cli", "fairseq_ctx", "hydra"):
-    logging.getLogger(_name).setLevel(logging.ERROR)
-warnings.filterwarnings("ignore")
 
 import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
+from benchmarks.quiet import quiet_libraries
 fairseq_ctx.register()
 from fairseq_ctx.context.demo.demo_binarize import binarize_context_corpus
 from fairseq_ctx.context.demo.synthetic_corpus import CorpusSizes
@@ -102,6 +98,7 @@ def main() -> None:
                         + ", ".join(COMPARISONS))
     parser.add_argument("--json")
     args = parser.parse_args()
+    quiet_libraries(logging.ERROR)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     clock = CLOCKS[args.clock]
