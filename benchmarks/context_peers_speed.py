@@ -1,6 +1,7 @@
 """Training speed and memory of the caching models and of sequence shortening (latent grouping;
-Mąka et al., 2024) beside ctx_concat and hmce at context sizes 2 and 8, against the
-sentence-level Transformer.
+Mąka et al., 2024) and of focused concatenation (Lupo et al., 2022; sK-to-K with the discounted
+context loss) beside ctx_concat and hmce at context sizes 2 and 8, against the sentence-level
+Transformer.
 
 Usage: ``python -m benchmarks.context_peers_speed [--size base] [--clock cpu --threads 1]
 [--json DIR/context_peers_speed.json]`` (the options of ``benchmarks.context_speed``, whose data,
@@ -15,7 +16,7 @@ with the context and with the batch, and it is the same on every device (the pea
 adds the parameters, gradients, optimizer state and the allocator's slack).
 
 Printed: the table of ``context_speed`` with the activation memory, and the ratios of each
-caching or shortening model to ctx_concat and to hmce at N=2 and N=8 (training words/s and activation
+peer model to ctx_concat and to hmce at N=2 and N=8 (training words/s and activation
 memory; no targets: the issue asks for the numbers).
 """
 import os
@@ -32,11 +33,12 @@ from fairseq import tasks
 from benchmarks import context_speed
 from benchmarks.context_speed import (Measurement, Setting, build_data, fairseq_cfg, fixed_batches, measure,
                                       parse_cli, table)
+from benchmarks.quiet import quiet_libraries
 from devtools.machine_facts import this_machine, utc_now
 from devtools.results_file import results_page, script_command, write_results
 
-PEERS = ["ctx_concat", "caching_tokens", "caching_sentence", "shortening_grouping", "hmce"]
-OURS = ["caching_tokens", "caching_sentence", "shortening_grouping"]
+PEERS = ["ctx_concat", "focused_concat", "caching_tokens", "caching_sentence", "shortening_grouping", "hmce"]
+OURS = ["focused_concat", "caching_tokens", "caching_sentence", "shortening_grouping"]
 SIZES_N = (2, 8)
 SETTINGS = [Setting("transformer", 0)] + [Setting(arch, n) for n in SIZES_N for arch in PEERS]
 
@@ -86,6 +88,7 @@ def peer_ratios(results: Dict[Setting, Measurement], memory: Dict[Setting, int])
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_cli(argv, __doc__)
+    quiet_libraries()
     context_speed.CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -123,7 +126,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         record = {**facts, "settings": {k: v for k, v in vars(args).items() if k != "json"}, "data": counts,
                   "results": [asdict(results[s]) | {"activation_bytes": memory[s]} for s in SETTINGS],
                   "ratios": [asdict(r) for r in ratios]}
-        page = results_page("Training speed and memory of the caching and shortening models beside ctx_concat and hmce",
+        page = results_page("Training speed and memory of the peers' context models beside ctx_concat and hmce",
                             facts,
                             ["```", *lines, "```"])
         write_results(str(Path(args.json).parent), "context_peers_speed", page, record)

@@ -75,6 +75,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_ctx
 from benchmarks.quiet import quiet_libraries
+from devtools.arch_matrix import context_arch_options
 fairseq_ctx.register()
 from fairseq_ctx.context.data.prepare_docs import prepare
 from fairseq_ctx.context.demo.synthetic_corpus import DocumentGenerator
@@ -237,6 +238,8 @@ def fairseq_cfg(data_bin: Path, setting: Setting, args: argparse.Namespace):
         "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "5e-4",
         "--batch-size", str(args.batch_size),
     ]
+    both_tools, training = context_arch_options(setting.arch, setting.context_size)
+    input_args += both_tools + training
     if setting.arch in ("hce", "hmce") and args.context_encoder_layers is not None:
         input_args += ["--context-encoder-layers", str(args.context_encoder_layers)]
     if args.document_window is not None:

@@ -8,7 +8,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import fairseq_ctx
 
@@ -111,3 +111,12 @@ def per_update(log: str, key: str = "loss") -> Dict[int, float]:
             continue
         values[int(record["num_updates"])] = float(record[key])
     return values
+
+
+def context_arch_options(arch: str, size: int) -> Tuple[List[str], List[str]]:
+    """(options of both tools, options of fairseq-train) of ``arch`` at context size ``size``:
+    focused concatenation reads as many previous target sentences as source ones (Lupo et al.,
+    2022, sK-to-K) and trains with the discounted context loss."""
+    if arch == "focused_concat":
+        return ["--target-context-size", str(size)], ["--criterion", "context_discounted_cross_entropy"]
+    return [], []

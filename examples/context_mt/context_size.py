@@ -18,8 +18,9 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
+from devtools.arch_matrix import context_arch_options
 from devtools.machine_facts import this_machine
 from devtools.results_file import script_command
 from examples.context_mt.compare import HERE, TOOL_ENV, prepare_data, train_and_generate, train_words_per_s
@@ -29,15 +30,6 @@ ARCHS = ["ctx_concat", "focused_concat", "caching_tokens", "caching_sentence", "
 RUN_ORDER = [1, 2, 4, 8, 3, 6, 5, 7]
 
 
-def arch_options(arch: str, size: int) -> Tuple[List[str], List[str]]:
-    """(options of both tools, options of fairseq-train) of ``arch`` at context size ``size``:
-    focused concatenation reads as many previous target sentences as source ones (Lupo et al.,
-    2022, sK-to-K) and trains with the discounted context loss."""
-    if arch == "focused_concat":
-        return ["--target-context-size", str(size)], ["--criterion", "context_discounted_cross_entropy"]
-    return [], []
-
-
 def run_one(work: Path, data: Path, arch: str, size: int, args: argparse.Namespace) -> Dict:
     """One trained and scored model, read back from ``work/ARCH-N/result.json`` when done before."""
     out = work / f"{arch}-{size}"
@@ -45,7 +37,7 @@ def run_one(work: Path, data: Path, arch: str, size: int, args: argparse.Namespa
     if done.exists():
         return json.loads(done.read_text())
     started = time.time()
-    trained = train_and_generate(work, data, arch, size, args.updates, args.batch_size, out, *arch_options(arch, size))
+    trained = train_and_generate(work, data, arch, size, args.updates, args.batch_size, out, *context_arch_options(arch, size))
     result = {"arch": arch, "context_size": size, "bleu": trained["scores"]["bleu"],
               "context_accuracy": trained["scores"]["context_accuracy"],
               "train_words_per_s": train_words_per_s(trained["train_log"]), "minutes": (time.time() - started) / 60}

@@ -14,14 +14,20 @@ from tests.helpers import USER_DIR, batch_of, build
 
 ARCHS = ["caching_tokens", "caching_sentence"]
 SHORTENING_ARCHS = ["shortening_grouping", "shortening_selecting", "shortening_pooling"]
+# the shortening variants chosen by options: linear pooling, sparsemax weights
+SHORTENING_VARIANTS = [("shortening_pooling", ("--shortening", "linear_pooling")),
+                       ("shortening_grouping", ("--shortening-sparsemax",)),
+                       ("shortening_selecting", ("--shortening-sparsemax",))]
 
 
-@pytest.fixture(scope="module", params=ARCHS + SHORTENING_ARCHS)
+@pytest.fixture(scope="module", params=[(arch, ()) for arch in ARCHS + SHORTENING_ARCHS] + SHORTENING_VARIANTS,
+                ids=lambda param: " ".join((param[0], *param[1])))
 def caching(request, tiny_data):
-    task, model, cfg = build(tiny_data, request.param)
+    arch, extra = request.param
+    task, model, cfg = build(tiny_data, arch, extra)
     task.load_dataset("train")
     model.eval()
-    return request.param, task, model
+    return arch, task, model
 
 
 def encode(model, net_input):

@@ -2,7 +2,8 @@
 per model, empty cells for runs not done yet) and the options it gives focused concatenation."""
 import argparse
 
-from examples.context_mt.context_size import arch_options, write_results
+from devtools.arch_matrix import context_arch_options
+from examples.context_mt.context_size import write_results
 
 
 def test_tables_have_a_column_per_size_and_leave_missing_runs_empty(tmp_path):
@@ -22,6 +23,6 @@ def test_tables_have_a_column_per_size_and_leave_missing_runs_empty(tmp_path):
 
 
 def test_focused_concatenation_reads_as_many_target_sentences_and_discounts_their_loss():
-    assert arch_options("focused_concat", 3) == (["--target-context-size", "3"],
+    assert context_arch_options("focused_concat", 3) == (["--target-context-size", "3"],
                                                  ["--criterion", "context_discounted_cross_entropy"])
-    assert arch_options("caching_tokens", 3) == ([], [])
+    assert context_arch_options("caching_tokens", 3) == ([], [])

@@ -17,7 +17,7 @@ from fairseq_ctx.context.modules.context_encoder_base import ContextEncoderBase
 from fairseq_ctx.context.modules.context_gather import compact, gather_slots
 from fairseq_ctx.context.modules.empty_context import context_or_placeholder
 from fairseq_ctx.context.modules.sentence_vector_cache import ClearedWithTheWeights, SentenceVectorCache
-from fairseq_ctx.context.modules.sequence_shortening import METHODS, SequenceShortening
+from fairseq_ctx.context.modules.sequence_shortening import METHODS, POOLINGS, SequenceShortening
 from fairseq_ctx.context.sentence_init import SentenceInitConfig
 from fairseq_ctx.core.model_options import with_transformer_options
 
@@ -54,6 +54,10 @@ class CachingConfig(SentenceInitConfig):
     shortening_size: int = field(
         default=10,
         metadata={"help": "groups of grouping/selecting, window of the poolings (the public code's default: 10)"},
+    )
+    shortening_sparsemax: bool = field(
+        default=False,
+        metadata={"help": "grouping/selecting weights by sparsemax instead of softmax (the paper's sparse variant)"},
     )
 
 
@@ -93,7 +97,8 @@ class CachingEncoder(ClearedWithTheWeights, ContextEncoderBase):
                 raise ValueError("caching_sentence caches one vector per sentence already: --shortening is for the "
                                  "token caches (caching_tokens, shortening_*)")
             self.shortening = SequenceShortening(args.shortening, args.shortening_size, cfg.encoder.embed_dim,
-                                                 cfg.encoder.attention_heads, cfg.attention_dropout)
+                                                 cfg.encoder.attention_heads, cfg.attention_dropout,
+                                                 sparsemax=args.shortening_sparsemax)
 
     def set_context_cache(self, enabled: bool) -> None:
         self.context_cache = SentenceVectorCache() if enabled else None
@@ -238,8 +243,9 @@ def shortening_selecting_architecture(args):
 @register_model_architecture("caching_transformer", "shortening_pooling")
 def shortening_pooling_architecture(args):
     """Caching tokens with mean pooling (Mąka et al., 2024): windows of --shortening-size tokens
-    averaged (--shortening max_pooling: max-pooled); Transformer-base sizes."""
-    if getattr(args, "shortening", None) not in ("mean_pooling", "max_pooling"):
+    averaged (--shortening max_pooling: max-pooled; linear_pooling: concatenated and projected);
+    Transformer-base sizes."""
+    if getattr(args, "shortening", None) not in POOLINGS:
         args.shortening = "mean_pooling"
     args.cache_sentence = False
     base_architecture(args)

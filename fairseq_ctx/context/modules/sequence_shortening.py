@@ -5,7 +5,11 @@ import torch
 from fairseq.modules import LayerNorm, MultiheadAttention, SinusoidalPositionalEmbedding
 from torch import Tensor, nn
 
-METHODS = ("mean_pooling", "max_pooling", "grouping", "selecting")
+from fairseq_ctx.context.modules.sparsemax import sparsemax
+
+POOLINGS = ("mean_pooling", "max_pooling", "linear_pooling")
+METHODS = (*POOLINGS, "grouping", "selecting")
+MASKED_SCORE = -1e9  # a padding token's score before selecting: no weight, finite for sparsemax's sums
 
 
 class SequenceShortening(nn.Module):
@@ -13,25 +17,32 @@ class SequenceShortening(nn.Module):
     Translation", Findings of EACL): the token states H (L, C) of a context sentence become fewer
     vectors P before they are cached.
 
-    - ``mean_pooling`` / ``max_pooling``: windows of ``size`` consecutive tokens, averaged (over
-      their real tokens) or max-pooled; ceil(L / size) vectors, a window of padding only masked;
+    - ``mean_pooling`` / ``max_pooling`` / ``linear_pooling``: windows of ``size`` consecutive
+      tokens, averaged (over their real tokens), max-pooled, or concatenated (padding as zeros)
+      and projected, W·[h_1; …; h_size] + b; ceil(L / size) vectors, a window of padding only masked;
     - ``grouping`` (Latent Grouping): every token spreads over ``size`` groups, G = softmax over
       the groups of W·h_t + b, and P = Gᵀ H (size vectors);
     - ``selecting`` (Latent Selecting): every group picks its tokens, S = softmax over the tokens
-      of W·h_t + b, and P = Sᵀ H (size vectors).
+      of W·h_t + b, and P = Sᵀ H (size vectors);
+    - with ``sparsemax``, grouping and selecting normalise with sparsemax instead of softmax
+      (the paper's sparse variant: a token joins few groups, a group selects few tokens).
 
     Then each vector gets the sinusoidal position of its index, attends the sentence's tokens
     (multi-head attention, key padding masked) and P ← LayerNorm(P + Attn(P, H, H)). Padding
     tokens weigh nothing in every method, so the output does not depend on the padding."""
 
-    def __init__(self, method: str, size: int, embed_dim: int, heads: int, attention_dropout: float):
+    def __init__(self, method: str, size: int, embed_dim: int, heads: int, attention_dropout: float,
+                 sparsemax: bool = False):
         super().__init__()
         if method not in METHODS:
             raise ValueError(f"--shortening must be one of {', '.join(METHODS)}, got {method!r}")
         if size < 1:
             raise ValueError(f"--shortening-size must be >= 1, got {size}")
-        self.method, self.size = method, size
+        if sparsemax and method in POOLINGS:
+            raise ValueError(f"--shortening-sparsemax normalises grouping or selecting; {method} has no weights")
+        self.method, self.size, self.sparsemax = method, size, sparsemax
         self.scores = nn.Linear(embed_dim, size) if method in ("grouping", "selecting") else None
+        self.window_projection = nn.Linear(size * embed_dim, embed_dim) if method == "linear_pooling" else None
         self.attention = MultiheadAttention(embed_dim, heads, dropout=attention_dropout, encoder_decoder_attention=True)
         self.layer_norm = LayerNorm(embed_dim)
         self.register_buffer("positions", SinusoidalPositionalEmbedding.get_embedding(size + 1, embed_dim, 0)[1:],
@@ -44,10 +55,11 @@ class SequenceShortening(nn.Module):
             pooled, pooled_padding = self.pool(states * keep, padding)
         else:
             scores = self.scores(states).float()
+            normalise = sparsemax if self.sparsemax else torch.softmax
             if self.method == "grouping":
-                weights = torch.softmax(scores, dim=-1) * keep
+                weights = normalise(scores, dim=-1) * keep
             else:
-                weights = torch.softmax(scores.masked_fill(padding.unsqueeze(-1), torch.finfo(scores.dtype).min), dim=1)
+                weights = normalise(scores.masked_fill(padding.unsqueeze(-1), MASKED_SCORE), dim=1)
             pooled = torch.einsum("ulk,ulc->ukc", weights.type_as(states), states * keep)
             pooled_padding = padding.all(dim=1, keepdim=True).expand(-1, self.size)
         pooled = pooled + self.position_table(pooled.size(1)).to(pooled).unsqueeze(0)
@@ -66,6 +78,9 @@ class SequenceShortening(nn.Module):
         if self.method == "mean_pooling":
             count = (~padding).sum(dim=-1, keepdim=True).clamp(min=1).type_as(states)
             pooled = states.sum(dim=2) / count
+        elif self.method == "linear_pooling":
+            pooled = self.window_projection(states.reshape(sentences, windows, self.size * dim))
+            pooled = pooled.masked_fill(window_padding.unsqueeze(-1), 0.0)
         else:
             pooled = states.masked_fill(padding.unsqueeze(-1), torch.finfo(states.dtype).min).amax(dim=2)
             pooled = pooled.masked_fill(window_padding.unsqueeze(-1), 0.0)
