@@ -37,7 +37,7 @@ def test_ids_file_maps_sentences_to_shared_rows(multimodal_data, tmp_path):
     (data / "train.img.ids").write_text("".join(f"{i % 10}\n" for i in range(240)))
     task, _, _ = build_multimodal(data)
     dataset = task.datasets["train"]
-    np.testing.assert_array_equal(dataset[23]["aux"]["img"].numpy(), rows[3].astype(np.float32))
+    np.testing.assert_array_equal(dataset.features["img"][23].numpy(), rows[3])
     (data / "train.img.ids").write_text("".join(f"{i % 11}\n" for i in range(240)))
     with pytest.raises(FeatureInputError, match=r"train\.img\.ids line 11: row 10 is outside"):
         build_multimodal(data)
@@ -117,8 +117,8 @@ def test_adversarial_shuffle_permutes_feature_rows_through_the_ids_file(multimod
     task, _, _ = build_multimodal(data)
     original = np.load(multimodal_data / "train.img.npy")
     for index in (0, 17, 239):
-        np.testing.assert_array_equal(task.datasets["train"][index]["aux"]["img"].numpy(),
-                                      original[permutation[index]].astype(np.float32))
+        np.testing.assert_array_equal(task.datasets["train"].features["img"][index].numpy(),
+                                      original[permutation[index]])
 
 
 def test_stock_transformer_is_refused_with_features_and_accepts_text_only_batches(multimodal_data):

@@ -31,7 +31,7 @@ def test_imagination_loss_adds_the_hinge_on_cosine_distances_and_trains_every_pa
         mask = encoder_out["encoder_padding_mask"][0]
         summed = (encoder_out["encoder_out"][0] * (~mask).t().unsqueeze(-1)).sum(0)
         predicted = criterion.head.predict(summed)
-        image = sample["net_input"]["aux_inputs"]["img"].mean(1)
+        image = sample["net_input"]["aux_inputs"]["img"].float().mean(1)  # stored float16
         d_true = 1 - F.cosine_similarity(predicted, image)
         d_contrast = 1 - F.cosine_similarity(predicted, image.roll(1, 0))
         expected = (0.3 + d_true - d_contrast).clamp_min(0).sum()
@@ -59,7 +59,7 @@ def test_imagination_on_the_rnn_reads_its_bigru_states_and_trains_the_source_enc
         states, mask = encoder_out["states"][0], encoder_out["masks"][0]
         assert mask.sum() == 1
         predicted = criterion.head.predict((states * (~mask).unsqueeze(-1)).sum(1))
-        image = sample["net_input"]["aux_inputs"]["img"].mean(1)
+        image = sample["net_input"]["aux_inputs"]["img"].float().mean(1)  # stored float16
         expected = (0.3 + (1 - F.cosine_similarity(predicted, image))
                     - (1 - F.cosine_similarity(predicted, image.roll(1, 0)))).clamp_min(0).sum()
     assert expected > 0

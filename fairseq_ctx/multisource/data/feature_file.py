@@ -88,8 +88,9 @@ def read_row_ids(path: str, num_sentences: int, num_rows: int) -> np.ndarray:
 
 
 class FeatureFile:
-    """One split's features for one named input: rows looked up per sentence, returned as
-    float32 tensors of shape (R, d) (R = 1 for (n, d) files)."""
+    """One split's features for one named input: rows looked up per sentence, returned in the
+    file's own dtype (float16 or float32; the models cast them) as tensors of shape (R, d) (R = 1
+    for (n, d) files); a batch's rows in one read of the memory map (:meth:`rows`)."""
 
     def __init__(self, data_dir: str, split: str, name: str, num_sentences: int):
         self.path = feature_path(data_dir, split, name)
@@ -121,5 +122,11 @@ class FeatureFile:
         return int(self.array.shape[1]) if self.array.ndim == 3 else 1
 
     def __getitem__(self, index: int) -> torch.Tensor:
-        row = np.asarray(self.array[self.row_of[index]], dtype=np.float32)
-        return torch.from_numpy(row.reshape(self.regions, self.dim))
+        """The row of sentence ``index``, (R, d)."""
+        return torch.from_numpy(np.array(self.array[self.row_of[index]])).view(self.regions, self.dim)
+
+    def rows(self, indices: np.ndarray) -> torch.Tensor:
+        """The rows of sentences ``indices``, (B, R, d), gathered by one read of the memory map
+        (34x faster than stacking per-sentence rows converted to float32, for 48 sentences of
+        196 x 2048 float16 features: benchmarks/multimodal_collation.py)."""
+        return torch.from_numpy(self.array[self.row_of[indices]]).view(len(indices), self.regions, self.dim)

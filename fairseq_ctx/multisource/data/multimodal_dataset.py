@@ -2,7 +2,6 @@
 from typing import Dict, List
 
 import numpy as np
-import torch
 from fairseq.data import LanguagePairDataset, data_utils
 
 from fairseq_ctx.multisource.data.feature_file import FeatureFile
@@ -14,7 +13,8 @@ class MultimodalTranslationDataset(LanguagePairWrapper):
     none, so stock text-only models accept the batches) maps each auxiliary
     input name to a batch tensor in the order of the batch's ``id``:
 
-    - dense features: float (B, R, d),
+    - dense features: (B, R, d) in the feature file's dtype (float16 or float32), read for the
+      whole batch at once from the memory map (the models cast them to their own dtype),
     - extra text sources: token ids (B, L), padded like the primary source.
     """
 
@@ -27,18 +27,19 @@ class MultimodalTranslationDataset(LanguagePairWrapper):
         self.extra_sizes = sum((np.asarray(d.sizes) for d in extra_sources.values()), np.zeros(len(pair), dtype=np.int64))
 
     def __getitem__(self, index: int) -> Dict:
+        """The pair's item with ``aux``, the extra sources' tokens; the features are read by the
+        collater, for the whole batch at once (``features[name][index]`` reads one sentence's)."""
         item = self.pair[index]
-        item["aux"] = {name: f[index] for name, f in self.features.items()}
-        item["aux"].update({lang: d[index] for lang, d in self.extra_sources.items()})
+        item["aux"] = {lang: d[index] for lang, d in self.extra_sources.items()}
         return item
 
     def collater(self, samples: List[Dict], pad_to_length=None) -> Dict:
         batch = self.pair.collater(samples, pad_to_length=pad_to_length)
         if len(samples) == 0 or "net_input" not in batch:
             return batch
+        aux_inputs = {name: features.rows(batch["id"].numpy()) for name, features in self.features.items()}
         aux_of = {s["id"]: s["aux"] for s in samples}
         ordered = [aux_of[i] for i in batch["id"].tolist()]
-        aux_inputs = {name: torch.stack([a[name] for a in ordered]) for name in self.features}
         for lang in self.extra_sources:
             aux_inputs[lang] = data_utils.collate_tokens(
                 [a[lang] for a in ordered], self.pair.src_dict.pad(), self.pair.src_dict.eos(),
