@@ -204,7 +204,8 @@ def test_every_import_order_registers_everything_and_changes_nothing_else(order)
     assert report["ARCHS"].split(",") == plugin_archs()
     assert report["TASKS"].split(",") == ["context_translation", "multilingual_embedding", "multimodal_translation"]
     assert set(report["CRITERIONS"].split(",")) == {"cka_alignment", "head_diversity", "distance_constraint",
-                                                    "imagination", "fused_label_smoothed_cross_entropy"}
+                                                    "imagination", "fused_label_smoothed_cross_entropy",
+                                                    "context_discounted_cross_entropy"}
     assert report["OPTIMIZERS"] == "adam_multi_tensor" and report["ADAM"] == "fairseq.optim.adam"  # adam is fairseq's
     assert report["ALLOWED"] == "False"
 
