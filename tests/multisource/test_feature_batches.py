@@ -55,3 +55,15 @@ def test_the_imagination_loss_reads_float16_features_as_float32_ones(multimodal_
     with torch.no_grad():
         half, single = criterion(model, sample)[2], criterion(model, float32_features(sample))[2]
     assert half["imagination_loss"] > 0 and torch.equal(half["imagination_loss"], single["imagination_loss"])
+
+
+def test_the_benchmarks_former_collation_holds_the_same_values(multimodal_data):
+    from benchmarks.multimodal_collation import collate, collate_row_by_row
+
+    task, _, _ = build_multimodal(multimodal_data)
+    dataset, indices = task.datasets["train"], [5, 40, 3, 77]
+    former, now = collate_row_by_row(dataset, indices), collate(dataset, indices)
+    assert torch.equal(former["id"], now["id"]) and torch.equal(former["net_input"]["src_tokens"],
+                                                               now["net_input"]["src_tokens"])
+    assert former["net_input"]["aux_inputs"]["img"].dtype == torch.float32
+    assert torch.equal(former["net_input"]["aux_inputs"]["img"], now["net_input"]["aux_inputs"]["img"].float())

@@ -127,6 +127,6 @@ class FeatureFile:
 
     def rows(self, indices: np.ndarray) -> torch.Tensor:
         """The rows of sentences ``indices``, (B, R, d), gathered by one read of the memory map
-        (34x faster than stacking per-sentence rows converted to float32, for 48 sentences of
+        (16x faster than stacking per-sentence rows converted to float32, for 48 sentences of
         196 x 2048 float16 features: benchmarks/multimodal_collation.py)."""
         return torch.from_numpy(self.array[self.row_of[indices]]).view(len(indices), self.regions, self.dim)
