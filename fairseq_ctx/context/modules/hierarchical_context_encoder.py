@@ -35,10 +35,11 @@ def first_rows(out: Dict[str, List[Optional[Tensor]]], count: int) -> Dict[str, 
 
 
 def read_rows(context_tokens: Tensor, context_index: Tensor) -> Tensor:
-    """(U,) True for the rows of ``context_tokens`` that some slot of ``context_index`` reads."""
-    needed = torch.zeros(context_tokens.size(0), dtype=torch.bool, device=context_tokens.device)
-    needed[context_index[context_index.ge(0)]] = True
-    return needed
+    """(U,) True for the rows of ``context_tokens`` that some slot of ``context_index`` reads
+    (an empty slot, -1, marks an extra first entry that is dropped: no host sync)."""
+    read = torch.zeros(context_tokens.size(0) + 1, dtype=torch.bool, device=context_tokens.device)
+    read[context_index.flatten() + 1] = True
+    return read[1:]
 
 
 class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
@@ -198,17 +199,16 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
     ) -> Tensor:
         """(U, C) vector s_u of every ``needed`` context row (zeros elsewhere): pooled from the
         batch's source states (``pool_source_rows``), read from ``cache``, or encoded (with
-        ``embed``, see :meth:`encode_context_sentences`)."""
+        ``embed``, see :meth:`encode_context_sentences`). The reused rows are selected with
+        ``torch.where`` (no host sync; every row's source pooled, the others' discarded)."""
         sentences = context_tokens[:, 1:]
         pending = needed.clone()
-        positions: List[Tensor] = [(~needed).nonzero().squeeze(1)]
-        vectors: List[Tensor] = [self.embed_tokens.weight.new_zeros(positions[0].numel(), self.embed_tokens.embedding_dim)]
+        result = self.embed_tokens.weight.new_zeros(sentences.size(0), self.embed_tokens.embedding_dim)
         if pool_source_rows is not None and context_source_row is not None:
             reused = context_source_row.ge(0) & needed
-            if reused.any():
-                positions.append(reused.nonzero().squeeze(1))
-                vectors.append(pool_source_rows(context_source_row[reused]))
-                pending &= ~reused
+            result = torch.where(reused.unsqueeze(-1), pool_source_rows(context_source_row.clamp(min=0)).to(result),
+                                 result)
+            pending &= ~reused
         use_cache = cache is not None and not self.training and not torch.is_grad_enabled()
         keys = SentenceVectorCache.keys_of(sentences[needed], self.padding_idx) if use_cache else []
         if use_cache:
@@ -217,14 +217,12 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
             found = cache.lookup([key_of[p] for p in pending_positions], like=self.embed_tokens.weight)
             if found:
                 hits = [pending_positions[i] for i in found]
-                positions.append(torch.tensor(hits, dtype=torch.long, device=sentences.device))
-                vectors.append(torch.stack(list(found.values())))
+                result = result.index_copy(0, torch.tensor(hits, dtype=torch.long, device=sentences.device),
+                                           torch.stack(list(found.values())).to(result))
                 pending[hits] = False
         if pending.any():
-            positions.append(pending.nonzero().squeeze(1))
-            vectors.append(self.encode_context_sentences(sentences[pending], embed))
-        order = torch.cat(positions)
-        result = torch.cat(vectors).index_select(0, torch.argsort(order))
+            rows = pending.nonzero().squeeze(1)
+            result = result.index_copy(0, rows, self.encode_context_sentences(sentences[rows], embed).to(result))
         if use_cache:
             cache.store(keys, result[needed])
         return result
@@ -392,6 +390,10 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
         for number, rows in enumerate(chunks):
             chunk_of[rows] = number
             local_of[rows] = torch.arange(rows.numel(), device=rows.device)
+
+        if len(outs) == 1:  # one pass: no chunk to pick (and no host sync)
+            states, mask = outs[0]["lower_level"][0], outs[0]["encoder_padding_mask"][0]
+            return lambda rows: self.pooling(states.index_select(1, local_of[rows]), mask.index_select(0, local_of[rows]))
 
         def pool(rows: Tensor) -> Tensor:
             positions, vectors = [], []
