@@ -5,6 +5,7 @@ import torch
 from tests.helpers import batch_of, build
 from fairseq_ctx.analysis.model_hooks import ModelHooks
 from fairseq_ctx.context.data.context_batch import ContextInputs
+from fairseq_ctx.context.modules.hierarchical_context_encoder import read_rows
 from fairseq_ctx.core.length_chunks import length_chunks
 
 ARCH_VARIANTS = [
@@ -143,8 +144,41 @@ def test_reuse_gives_the_separately_encoded_loss_and_gradients(tiny_data):
     net_input = sample["net_input"]
     assert net_input["context_source_row"].ge(0).any()
     model.train()
-    rows = model.encoder.context_rows_to_encode_with_sources(net_input["src_tokens"], ContextInputs.of(net_input))
-    assert rows is not None and net_input["context_source_row"][rows].lt(0).all()
+    rows, counts = model.encoder.plan_context_rows(net_input["src_tokens"], ContextInputs.of(net_input))
+    read = read_rows(net_input["context_tokens"], net_input["context_index"])
+    new = read & net_input["context_source_row"].lt(0)
+    fits = net_input["context_tokens"][:, 1:].ne(task.src_dict.pad()).sum(1).le(net_input["src_tokens"].size(1))
+    assert rows.numel() and torch.equal(rows, (new & fits).nonzero().squeeze(1))
+    assert counts.read == int(read.sum())
+    assert torch.equal(counts.apart_rows, (new & ~fits).nonzero().squeeze(1))
+    losses, grads = [], []
+    for enabled in (False, True):
+        model.encoder.set_context_cache(enabled)
+        model.zero_grad()
+        loss = criterion(model, sample)[0]
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
+    torch.testing.assert_close(losses[1], losses[0], atol=1e-4, rtol=1e-5)
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_context_rows_longer_than_every_source_are_encoded_apart_with_the_reference_gradients(tiny_data):
+    # a batch of the shortest sources reads context sentences longer than all of them: those rows are
+    # encoded on their own (plan_context_rows counts them on the host), the others with the sources
+    task, model, cfg = build(tiny_data, "hmce", ["--dropout", "0", "--attention-dropout", "0"])
+    task.load_dataset("train")
+    criterion = task.build_criterion(cfg.criterion)
+    dataset = task.datasets["train"]
+    shortest = sorted(range(len(dataset)), key=lambda i: (dataset.src_sizes[i], i))[:8]
+    sample = batch_of(task, "train", shortest)
+    net_input = sample["net_input"]
+    model.train()
+    rows, counts = model.encoder.plan_context_rows(net_input["src_tokens"], ContextInputs.of(net_input))
+    assert counts.apart_rows.numel() > 0
+    lengths = net_input["context_tokens"][counts.apart_rows, 1:].ne(task.src_dict.pad()).sum(1)
+    assert lengths.gt(net_input["src_tokens"].size(1)).all() and counts.apart_width == int(lengths.max())
     losses, grads = [], []
     for enabled in (False, True):
         model.encoder.set_context_cache(enabled)

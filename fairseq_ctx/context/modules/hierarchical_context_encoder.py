@@ -42,6 +42,19 @@ def read_rows(context_tokens: Tensor, context_index: Tensor) -> Tensor:
     return read[1:]
 
 
+@dataclasses.dataclass(frozen=True)
+class ContextRowCounts:
+    """What a training step needs to know on the host about its context rows, read once per step
+    (:meth:`HierarchicalContextEncoder.plan_context_rows`), so that its code decides on them without
+    reading device values again: how many rows its slots read, and the rows encoded on their own
+    (neither a source of the batch nor encoded with the sources: longer than every source) with the
+    length of the longest."""
+
+    read: int
+    apart_rows: Tensor
+    apart_width: int
+
+
 class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
     """Source encoder + hierarchical context encoder (Yun 2022, eq. 3.14–3.17, Fig. 3.1/3.2).
 
@@ -157,11 +170,15 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
             return list(self.context_layers), self.context_layer_norm
         return list(self.layers)[: self.num_context_layers], self.layer_norm
 
-    def lower_level(self, tokens: Tensor, embed: Optional[nn.Embedding] = None) -> Tuple[Tensor, Tensor]:
+    def lower_level(self, tokens: Tensor, embed: Optional[nn.Embedding] = None,
+                    width: Optional[int] = None) -> Tuple[Tensor, Tensor]:
         """(U, Lc) sentences (no <boc>) → the lower level's states e (Lc', U, C) (eq. 3.14) and
-        their padding mask (U, Lc'), the sentences cut to the longest one; ``embed``: the token
-        embedding to read them with (default: the source embedding)."""
-        tokens = tokens[:, : max(int(tokens.ne(self.padding_idx).sum(dim=1).max()), 1)]
+        their padding mask (U, Lc'), the sentences cut to the longest one (``width`` tokens when
+        known on the host); ``embed``: the token embedding to read them with (default: the source
+        embedding)."""
+        if width is None:
+            width = max(int(tokens.ne(self.padding_idx).sum(dim=1).max()), 1)
+        tokens = tokens[:, :width]
         padding_mask = tokens.eq(self.padding_idx)
         x, _ = self.forward_embedding(tokens, None if embed is None else embed(tokens))
         x = (x * (1 - padding_mask.unsqueeze(-1).type_as(x))).transpose(0, 1)
@@ -172,9 +189,10 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
             x = final_norm(x)
         return x, padding_mask
 
-    def encode_context_sentences(self, tokens: Tensor, embed: Optional[nn.Embedding] = None) -> Tensor:
+    def encode_context_sentences(self, tokens: Tensor, embed: Optional[nn.Embedding] = None,
+                                 width: Optional[int] = None) -> Tensor:
         """(U, Lc) sentences (no <boc>) → (U, C) sentence vectors s_i (eq. 3.14–3.16)."""
-        return self.pooling(*self.lower_level(tokens, embed))
+        return self.pooling(*self.lower_level(tokens, embed, width))
 
     def context_word_weights(self, tokens: Tensor, embed: Optional[nn.Embedding] = None) -> Tensor:
         """(U, Lc) sentences (no <boc>) → the word weights α (U, Lc') of their weighted sum s_i
@@ -196,11 +214,13 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
         pool_source_rows: Optional[SourceRowPooling],
         cache: Optional[SentenceVectorCache],
         embed: Optional[nn.Embedding] = None,
+        counts: Optional[ContextRowCounts] = None,
     ) -> Tensor:
         """(U, C) vector s_u of every ``needed`` context row (zeros elsewhere): pooled from the
         batch's source states (``pool_source_rows``), read from ``cache``, or encoded (with
         ``embed``, see :meth:`encode_context_sentences`). The reused rows are selected with
-        ``torch.where`` (no host sync; every row's source pooled, the others' discarded)."""
+        ``torch.where`` (no host sync; every row's source pooled, the others' discarded);
+        ``counts``: the rows left to encode, when known on the host (training)."""
         sentences = context_tokens[:, 1:]
         pending = needed.clone()
         result = self.embed_tokens.weight.new_zeros(sentences.size(0), self.embed_tokens.embedding_dim)
@@ -220,7 +240,11 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
                 result = result.index_copy(0, torch.tensor(hits, dtype=torch.long, device=sentences.device),
                                            torch.stack(list(found.values())).to(result))
                 pending[hits] = False
-        if pending.any():
+        if counts is not None:
+            if counts.apart_rows.numel():
+                encoded = self.encode_context_sentences(sentences[counts.apart_rows], embed, counts.apart_width)
+                result = result.index_copy(0, counts.apart_rows, encoded.to(result))
+        elif pending.any():
             rows = pending.nonzero().squeeze(1)
             result = result.index_copy(0, rows, self.encode_context_sentences(sentences[rows], embed).to(result))
         if use_cache:
@@ -236,14 +260,16 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
         context_source_row: Optional[Tensor] = None,
         pool_source_rows: Optional[SourceRowPooling] = None,
         embed: Optional[nn.Embedding] = None,
+        counts: Optional[ContextRowCounts] = None,
     ) -> Tuple[Tensor, Tensor]:
         """Slot vectors (B, N, C) of ``[<boc>] + sentence`` rows (U, Lc) gathered by
         ``context_index`` (B, N), each plus the embedding of its slot distance, and the slot mask
         (B, N), True for empty slots; ``cache`` as in :meth:`context_vectors`, unless the
-        reference computation (``--no-context-cache``) encodes every slot on its own."""
+        reference computation (``--no-context-cache``) encodes every slot on its own; ``counts``:
+        the step's context rows counted on the host (:meth:`plan_context_rows`)."""
         needed = read_rows(context_tokens, context_index)
         empty = context_index.lt(0)
-        if not needed.any():
+        if not needed.any() if counts is None else counts.read == 0:
             vectors = self.encode_context_sentences(placeholder_sentence(src_tokens, self.dictionary.eos()), embed)
             slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
         elif self.context_cache is None:
@@ -251,19 +277,21 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
             slots = per_slot.new_zeros(*context_index.shape, per_slot.size(-1))
             slots[~empty] = per_slot
         else:
-            vectors = self.context_vectors(context_tokens, needed, context_source_row, pool_source_rows, cache, embed)
+            vectors = self.context_vectors(context_tokens, needed, context_source_row, pool_source_rows, cache, embed,
+                                           counts)
             slots = vectors[context_index.clamp(min=0)] * (~empty).unsqueeze(-1).type_as(vectors)
         return slots + self.slot_position_table(slots.size(1)).to(slots).unsqueeze(0), empty
 
     def context_slots(
-        self, src_tokens: Tensor, context: ContextInputs, pool_source_rows: Optional[SourceRowPooling]
+        self, src_tokens: Tensor, context: ContextInputs, pool_source_rows: Optional[SourceRowPooling],
+        counts: Optional[ContextRowCounts] = None,
     ) -> Tuple[Tensor, Tensor]:
         """Returns slot vectors (N, B, C) (N+1 with the document vector) and the slot mask
         (B, N), True for empty slots."""
         context_tokens, context_index = context_or_placeholder(src_tokens, context.context_tokens, context.context_index,
                                                                self.dictionary.eos())
         slots, empty = self.sentence_slots(src_tokens, context_tokens, context_index, self.context_cache,
-                                           context.context_source_row, pool_source_rows)
+                                           context.context_source_row, pool_source_rows, counts=counts)
         if self.document_vector is not None:
             if context.document_index is None:
                 raise ValueError(
@@ -286,11 +314,13 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
         return self.target_context.mark(slots).transpose(0, 1), empty
 
     def all_context_slots(
-        self, src_tokens: Tensor, context: ContextInputs, pool_source_rows: Optional[SourceRowPooling]
+        self, src_tokens: Tensor, context: ContextInputs, pool_source_rows: Optional[SourceRowPooling],
+        counts: Optional[ContextRowCounts] = None,
     ) -> Tuple[Tensor, Tensor]:
         """The source context slots (N, B, C), followed by the target ones when the model reads
-        target context, and their mask (B, N(+M))."""
-        slots, empty = self.context_slots(src_tokens, context, pool_source_rows)
+        target context, and their mask (B, N(+M)); ``counts``: the source context rows counted
+        on the host."""
+        slots, empty = self.context_slots(src_tokens, context, pool_source_rows, counts)
         if self.target_context is None:
             return slots, empty
         target_slots, target_empty = self.target_context_slots(src_tokens, context)
@@ -305,29 +335,41 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
         token_embeddings: Optional[Tensor] = None,
     ) -> Dict[str, List[Tensor]]:
         reuse = self.reuses_source_encodings and context.context_source_row is not None
-        rows = (self.context_rows_to_encode_with_sources(src_tokens, context)
+        plan = (self.plan_context_rows(src_tokens, context)
                 if reuse and token_embeddings is None and (self.training or torch.is_grad_enabled()) else None)
-        if rows is not None:
-            return self.forward_with_context_rows(src_tokens, src_lengths, context, rows, return_all_hiddens)
+        rows, counts = plan if plan is not None else (None, None)
+        if rows is not None and rows.numel():
+            return self.forward_with_context_rows(src_tokens, src_lengths, context, rows, return_all_hiddens, counts)
         out = self.encode_sources(src_tokens, src_lengths, return_all_hiddens, reuse, token_embeddings)
         pool = self.source_row_pooling([out], [torch.arange(src_tokens.size(0), device=src_tokens.device)]) if reuse else None
-        slots, empty = self.all_context_slots(src_tokens, context, pool)
+        slots, empty = self.all_context_slots(src_tokens, context, pool, counts)
         return self.fuse_context(out, slots, empty)
 
-    def context_rows_to_encode_with_sources(self, src_tokens: Tensor, context: ContextInputs) -> Optional[Tensor]:
-        """The context rows (of ``context.context_tokens``) that some slot reads, that no source of
-        the batch holds and that are no longer than the batch's sources (so encoding them as more
-        rows of the source batch widens nothing); None when there are none."""
+    def plan_context_rows(self, src_tokens: Tensor, context: ContextInputs) -> Optional[Tuple[Tensor, ContextRowCounts]]:
+        """The context rows (of ``context.context_tokens``, ascending) to encode as more rows of
+        the source pass: those that some slot reads, that no source of the batch holds and that
+        are no longer than the batch's sources (so encoding them there widens nothing); and the
+        step's :class:`ContextRowCounts`. Every count comes from one read of device values (one
+        host sync per step; the rows are cut from a sort, not found by ``nonzero``). None when the
+        batch has no context entries."""
         tokens, index = context.context_tokens, context.context_index
         if tokens is None or index is None:
             return None
-        fits = tokens[:, 1:].ne(self.padding_idx).sum(dim=1).le(src_tokens.size(1))
-        rows = (read_rows(tokens, index) & context.context_source_row.lt(0) & fits).nonzero().squeeze(1)
-        return rows if rows.numel() else None
+        lengths = tokens[:, 1:].ne(self.padding_idx).sum(dim=1)
+        fits = lengths.le(src_tokens.size(1))
+        read = read_rows(tokens, index)
+        new = read & context.context_source_row.lt(0)
+        # 0: encoded with the sources, 1: encoded apart, 2: a source of the batch, 3: not read
+        kind = torch.where(new & fits, 0, torch.where(new, 1, torch.where(read, 2, 3)))
+        longest_apart = torch.cat([torch.where(kind.eq(1), lengths, 0), lengths.new_ones(1)]).max().view(1)  # >= 1
+        with_sources, apart, sources, _, width = torch.cat([torch.bincount(kind, minlength=4), longest_apart]).tolist()
+        order = torch.argsort(kind, stable=True)
+        return order[:with_sources], ContextRowCounts(read=with_sources + apart + sources,
+                                                      apart_rows=order[with_sources:with_sources + apart], apart_width=width)
 
     def forward_with_context_rows(
         self, src_tokens: Tensor, src_lengths: Optional[Tensor], context: ContextInputs, rows: Tensor,
-        return_all_hiddens: bool,
+        return_all_hiddens: bool, counts: Optional[ContextRowCounts] = None,
     ) -> Dict[str, List[Tensor]]:
         """:meth:`forward_with_context` with the context sentences ``rows`` encoded in the same pass
         as the sources, as more rows of the batch (one pass instead of two: on a GPU, half the
@@ -346,7 +388,7 @@ class HierarchicalContextEncoder(ClearedWithTheWeights, ContextEncoderBase):
         source_row[rows] = torch.arange(batch, batch + rows.numel(), device=rows.device)
         pool = self.source_row_pooling([both], [torch.arange(tokens.size(0), device=tokens.device)])
         with_rows = dataclasses.replace(context, context_source_row=source_row)
-        slots, empty = self.all_context_slots(src_tokens, with_rows, pool)
+        slots, empty = self.all_context_slots(src_tokens, with_rows, pool, counts)
         return self.fuse_context(first_rows(both, batch), slots, empty)
 
     def forward_chunks(
