@@ -50,6 +50,7 @@ from fairseq import options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -65,6 +66,8 @@ DEVICE_WAITS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSync
 # the tensors read are the arguments at these positions (for indexing, the boolean masks among the indices)
 READS = {"aten._local_scalar_dense.default": (0,), "aten.nonzero.default": (0,), "aten.masked_select.default": (1,),
          "aten.equal.default": (0, 1)}
+# reads of a tensor's values that dispatch nothing on the CPU, seen at torch's function layer
+HOST_COPIES = {torch.Tensor.tolist, torch.Tensor.cpu, torch.Tensor.numpy}
 MASK_INDEXING = {"aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default",
                  "aten._index_put_impl_.default"}
 LEGEND = ("Counted at torch's dispatcher, backward included: operations = those that launch a kernel, i.e. all but "
@@ -73,8 +76,8 @@ LEGEND = ("Counted at torch's dispatcher, backward included: operations = those 
           "number, nonzero, masked_select, equal, indexing (or index assignment) with a boolean mask. Device-resident: "
           "the model's parameters and buffers, the batch's tensors, and whatever an operation computes from them; "
           "tensors built on the host (from Python numbers, shapes, factories given no such tensor) are read without "
-          "a sync. Reads that dispatch nothing on the CPU (.tolist(), .cpu(), .numpy(), a copy to the device) are not "
-          "counted. On a GPU each operation is about one kernel launch. hce/hmce without 'single pass' run their CPU "
+          "a sync; so are .tolist(), .cpu() and .numpy() of a device-resident tensor (seen at torch's function "
+          "layer: they dispatch nothing on the CPU). A copy of a host tensor to the device is not counted. On a GPU each operation is about one kernel launch. hce/hmce without 'single pass' run their CPU "
           "path: --train-length-chunks 3.")
 PRODUCTS = {"aten.mm.default", "aten.bmm.default", "aten.addmm.default", "aten.baddbmm.default"}
 
@@ -103,14 +106,15 @@ class OperationCount(TorchDispatchMode):
     - syncs: the operations that read a device-resident tensor's values on the host (a Python
       number: ``.item()``, ``int(t)``, ``bool(t)``; a result whose size depends on the values:
       ``nonzero``, ``masked_select``, indexing or index assignment with a boolean mask, and
-      ``equal``). The same reads of a host-side tensor are free on a GPU and not counted.
+      ``equal``; and ``.tolist()``, ``.cpu()``, ``.numpy()``, which dispatch nothing on the CPU and
+      are seen at torch's function layer). The same reads of a host-side tensor are free on a GPU
+      and not counted.
 
     Undecidable on the CPU, so not counted as the GPU would: a factory given a device-resident
     tensor's ``.device`` (``torch.arange(n, device=x.device)``) cannot be told from one built on
     the host (both get the CPU), so its result is host-side until an operation combines it with a
-    device-resident tensor; and what dispatches nothing on the CPU, ``.to(device)``/``.cuda()`` of a
-    host tensor (a copy to the device, which waits for the device) and ``.tolist()``/``.cpu()``/
-    ``.numpy()`` of a device-resident one (a sync), is neither an operation nor a sync here.
+    device-resident tensor; and ``.to(device)``/``.cuda()`` of a host tensor (a copy to the
+    device, which waits for the device) dispatches nothing on the CPU and is not counted.
     """
 
     def __init__(self, *device_resident) -> None:
@@ -124,6 +128,16 @@ class OperationCount(TorchDispatchMode):
                 self._mark([*source.parameters(), *source.buffers()])
             else:
                 self._mark(tensors_in(source))
+
+    def __enter__(self):
+        self._host_copies = HostCopyReads(self)
+        self._host_copies.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        result = super().__exit__(*exc)
+        self._host_copies.__exit__(*exc)
+        return result
 
     def _mark(self, tensors: Sequence[torch.Tensor]) -> None:
         for tensor in tensors:
@@ -154,6 +168,20 @@ class OperationCount(TorchDispatchMode):
         if any(self.is_device_resident(tensor) for tensor in inputs):
             self._mark(tensors_in(result))
         return result
+
+
+class HostCopyReads(TorchFunctionMode):
+    """Counts into ``count.syncs`` the ``.tolist()``, ``.cpu()`` and ``.numpy()`` of device-resident
+    tensors (host syncs on a GPU that dispatch nothing on the CPU)."""
+
+    def __init__(self, count: OperationCount) -> None:
+        super().__init__()
+        self.count = count
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in HOST_COPIES and args and self.count.is_device_resident(args[0]):
+            self.count.syncs += 1
+        return func(*args, **(kwargs or {}))
 
 
 @dataclass

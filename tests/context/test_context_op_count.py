@@ -63,6 +63,16 @@ def test_host_syncs_only_for_device_resident_tensors(counter):
     assert count.is_device_resident(longest) and not count.is_device_resident(positions)
 
 
+def test_host_copies_of_device_tensors_are_syncs(counter):
+    lengths, host = torch.tensor([3, 2]), torch.tensor([1, 2])
+    with counter({"net_input": {"src_lengths": lengths}}) as count:
+        lengths.tolist()               # no operation on the CPU, a sync on a GPU
+        lengths.add(1).cpu()
+        lengths.numpy()
+        host.tolist()                  # a host tensor: free
+    assert (count.operations, count.syncs) == (1, 3)
+
+
 def test_in_place_write_and_boolean_mask_indexing_of_device_tensors(counter):
     x, host = torch.randn(5), torch.zeros(5)
     with counter(x) as count:
