@@ -76,8 +76,8 @@ LEGEND = ("Counted at torch's dispatcher, backward included: operations = those 
           "number, nonzero, masked_select, equal, indexing (or index assignment) with a boolean mask. Device-resident: "
           "the model's parameters and buffers, the batch's tensors, and whatever an operation computes from them; "
           "tensors built on the host (from Python numbers, shapes, factories given no such tensor) are read without "
-          "a sync; so are .tolist(), .cpu() and .numpy() of a device-resident tensor (seen at torch's function "
-          "layer: they dispatch nothing on the CPU). A copy of a host tensor to the device is not counted. On a GPU each operation is about one kernel launch. hce/hmce without 'single pass' run their CPU "
+          "a sync. .tolist(), .cpu() and .numpy() of a device-resident tensor count as syncs too (seen at torch's "
+          "function layer: they dispatch nothing on the CPU). A copy of a host tensor to the device is not counted. On a GPU each operation is about one kernel launch. hce/hmce without 'single pass' run their CPU "
           "path: --train-length-chunks 3.")
 PRODUCTS = {"aten.mm.default", "aten.bmm.default", "aten.addmm.default", "aten.baddbmm.default"}
 
