@@ -1,7 +1,8 @@
 """fairseq-ctx-generative --format ctxpro on a set in ctxpro's released layout (SET.json and the
 <eos>-joined SET.input): each example's sentence is translated with its preceding sentences as
 context, as the document translator translates it, and the counts per rule and overall are the
-upstream ``ctxpro score`` counts on the same translations."""
+upstream ``ctxpro score`` counts on the same translations; with a context model whose context enters
+the encoder (dat) and one whose cached context enters the decoder (caching_tokens)."""
 import json
 import re
 
@@ -16,9 +17,14 @@ DOCUMENTS = [["the old cat sleeps .", "it is quiet .", "then we sang ."], ["the 
              ["it is quiet ."], ["the dog waits here .", "then we sang .", "it moves again ."]]
 
 
+@pytest.fixture(scope="module", params=["dat", "caching_tokens"])
+def arch(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def model(trained_baselines):
-    return hub.load(str(trained_baselines["dat"][0] / "checkpoint_last.pt"), beam=2)
+def model(trained_baselines, arch):
+    return hub.load(str(trained_baselines[arch][0] / "checkpoint_last.pt"), beam=2)
 
 
 def write_set(tmp_path, model):
@@ -37,10 +43,10 @@ def write_set(tmp_path, model):
     return translations
 
 
-def test_generative_counts_are_ctxpros_on_the_same_translations(trained_baselines, model, tmp_path):
+def test_generative_counts_are_ctxpros_on_the_same_translations(trained_baselines, arch, model, tmp_path):
     translations = write_set(tmp_path, model)
     out, scores = tmp_path / "hyp.de", tmp_path / "scores.json"
-    run_tool(["fairseq-ctx-generative", str(trained_baselines["dat"][0]), "--checkpoint-file", "checkpoint_last.pt",
+    run_tool(["fairseq-ctx-generative", str(trained_baselines[arch][0]), "--checkpoint-file", "checkpoint_last.pt",
               "--format", "ctxpro", "--input", str(tmp_path / "set.json"), "--lang", "de", "--beam", "2", "--cpu",
               "--output", str(out), "--json", str(scores)])
     assert out.read_text(encoding="utf-8").splitlines() == translations  # each sentence with its preceding ones

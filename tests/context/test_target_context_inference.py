@@ -1,7 +1,8 @@
 """Every inference path with target context (--target-context-size M > 0) reads the model's own
 previous translations (the hub, fairseq-ctx-translate-doc, fairseq-interactive, fairseq-generate
 on a binarized split) or the target context a test set supplies (contrastive scoring), with
-tiny hmce and ctx_concat models trained on reference target context."""
+tiny hmce, ctx_concat and focused_concat (Lupo et al., 2022: segment-shifted positions) models
+trained on reference target context."""
 import json
 from pathlib import Path
 from typing import Dict, List
@@ -24,7 +25,7 @@ SIZE = 1
 HUB_SEARCH = ["--beam", "2"]  # the hub with beam 2: its length limit is fairseq's (max_len_a 0, max_len_b 200)
 
 
-@pytest.fixture(scope="module", params=["hmce", "ctx_concat"])
+@pytest.fixture(scope="module", params=["hmce", "ctx_concat", "focused_concat"])
 def checkpoint(request, tiny_data, tmp_path_factory) -> Path:
     save_dir = train(tiny_data, tmp_path_factory.mktemp(f"tc_{request.param}"),
                      ["--task", "context_translation", "--context-size", "1", "--target-context-size", str(SIZE),
