@@ -10,7 +10,9 @@ target words/s of each (median over the timed updates) and the ratio --amp / fp3
 against the targets (Transformer-based models: >= 1.8 at 256 dims, >= 2.2 at 512 dims; the
 recurrent ones report their ratio). For the translation models, beam search (beam 5, fairseq's
 SequenceGenerator through ``task.inference_step``, ``--match-source-len`` so both precisions decode
-the same number of tokens) is timed in float32 and under bfloat16 autocast.
+the same number of tokens) is timed in float32 and under bfloat16 autocast. The context models'
+speeds are also divided by the transformer's of the same dims in the same run (hmce's target:
+>= 0.9 of the transformer's training words/s in both precisions).
 
 Data, generated: context documents (three generated sentences per line, ~17 tokens), multimodal
 sentences with 196 image regions of 2048 dimensions (a ResNet's last convolutional layer), and
@@ -61,6 +63,8 @@ from fairseq_ctx.multisource.demo.multimodal_corpus import MultimodalCorpusSizes
 USER_DIR = os.path.dirname(os.path.abspath(fairseq_ctx.__file__))
 CLOCKS: Dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 TARGETS = {256: 1.8, 512: 2.2}  # --amp / fp32 training words/s, Transformer-based models
+CONTEXT_MODELS = ("hmce", "hce", "ctx_concat")  # compared with the transformer of the same dims in the same run
+HMCE_TARGET = 0.9  # hmce / transformer training words/s, in float32 and under --amp
 SIZES = {128: (4, 4, 2), 256: (4, 3, 4), 512: (8, 6, 4)}  # dims -> heads, layers, FFN / dims
 EMBEDDING_PAIRS = "xa-pa,xa-pb,pa-pb,pb-pa"
 BEAM = 5
@@ -262,6 +266,43 @@ def markdown(rows: Sequence[Row], header: Dict[str, str], ceilings: Dict[int, fl
     return "\n".join(lines) + "\n"
 
 
+def against_transformer(rows: Sequence[Row]) -> List[Dict[str, Optional[float]]]:
+    """Each context model's speeds divided by the transformer's of the same dims, both measured in
+    this run (per target word: a context model's batches carry fewer target words per token)."""
+    base = {row.dims: row for row in rows if row.model == "transformer"}
+    ratios = []
+    for row in rows:
+        if row.model not in CONTEXT_MODELS or row.dims not in base:
+            continue
+        reference = base[row.dims]
+        ratios.append({
+            "model": row.model, "dims": row.dims,
+            "train_fp32": row.train_wps_fp32 / reference.train_wps_fp32,
+            "train_amp": row.train_wps_amp / reference.train_wps_amp,
+            "gen_fp32": None if row.gen_tps_fp32 is None or reference.gen_tps_fp32 is None
+            else row.gen_tps_fp32 / reference.gen_tps_fp32,
+            "gen_amp": None if row.gen_tps_amp is None or reference.gen_tps_amp is None
+            else row.gen_tps_amp / reference.gen_tps_amp,
+        })
+    return ratios
+
+
+def against_transformer_markdown(ratios: Sequence[Dict[str, Optional[float]]]) -> List[str]:
+    if not ratios:
+        return []
+    lines = ["", "Context models against the transformer of the same dims (this run's words/s divided; hmce's target: "
+             f"≥ {HMCE_TARGET} in training, float32 and --amp):", "",
+             "| model | dims | train fp32 | train --amp | generation fp32 | generation bf16 | target |",
+             "|---|---|---|---|---|---|---|"]
+    for ratio in ratios:
+        cells = ["—" if ratio[key] is None else f"{ratio[key]:.2f}" for key in ("train_fp32", "train_amp", "gen_fp32",
+                                                                                 "gen_amp")]
+        target = "—" if ratio["model"] != "hmce" else (
+            "PASS" if min(ratio["train_fp32"], ratio["train_amp"]) >= HMCE_TARGET else "FAIL")
+        lines.append(f"| {ratio['model']} | {ratio['dims']} | {' | '.join(cells)} | {target} |")
+    return lines
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dims", default="256,512",
@@ -326,10 +367,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         "command": script_command("benchmarks/cpu_mixed_precision.py", argv),
     }
     ceilings = {dims: matmul_ceiling(dims, clock) for dims in args.dims}
-    text = markdown(rows, header, ceilings)
+    ratios = against_transformer(rows)
+    text = markdown(rows, header, ceilings) + "".join(f"{line}\n" for line in against_transformer_markdown(ratios))
     print(text)
     write_results(args.results, "cpu_mixed_precision", text, {
-        **header, "matmul_ceiling": ceilings,
+        **header, "matmul_ceiling": ceilings, "against_transformer": ratios,
         "rows": [{**asdict(r), "train_ratio": r.train_ratio, "gen_ratio": r.gen_ratio} for r in rows]})
 
 
