@@ -275,15 +275,11 @@ def against_transformer(rows: Sequence[Row]) -> List[Dict[str, Optional[float]]]
         if row.model not in CONTEXT_MODELS or row.dims not in base:
             continue
         reference = base[row.dims]
-        ratios.append({
-            "model": row.model, "dims": row.dims,
-            "train_fp32": row.train_wps_fp32 / reference.train_wps_fp32,
-            "train_amp": row.train_wps_amp / reference.train_wps_amp,
-            "gen_fp32": None if row.gen_tps_fp32 is None or reference.gen_tps_fp32 is None
-            else row.gen_tps_fp32 / reference.gen_tps_fp32,
-            "gen_amp": None if row.gen_tps_amp is None or reference.gen_tps_amp is None
-            else row.gen_tps_amp / reference.gen_tps_amp,
-        })
+        ratios.append({"model": row.model, "dims": row.dims, **{
+            key: None if getattr(row, field) is None or getattr(reference, field) is None
+            else getattr(row, field) / getattr(reference, field)
+            for key, field in (("train_fp32", "train_wps_fp32"), ("train_amp", "train_wps_amp"),
+                               ("gen_fp32", "gen_tps_fp32"), ("gen_amp", "gen_tps_amp"))}})
     return ratios
 
 

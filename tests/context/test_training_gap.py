@@ -22,9 +22,10 @@ MODEL = [
 ]
 # 200 updates in float32, --seed 1 (2026-12-08, AMD EPYC): context accuracy hmce 1.000, caching_tokens 0.986,
 # caching_sentence 0.965, shortening_* 1.000, focused_concat 0.720, transformer 0.294; BLEU hmce 99.7, transformer
-# 73.5. At 150 updates hmce reached only 0.846 with seed 1. Float32, not --amp: on a CPU without native bfloat16 products --amp emulates them, 0.07x float32's speed
-# where oneDNN has only AVX2 (a run of this module took 50 minutes there); --amp training has its own tests
-# (tests/core/test_cpu_mixed_precision.py, test_target_context_gap.py).
+# 73.5. At 150 updates hmce reached only 0.846 with seed 1. Float32, not --amp: on a CPU without native
+# bfloat16 products --amp emulates them (0.05x float32's training speed on an AVX2-only AMD EPYC,
+# benchmarks/results/cpu_mixed_precision_amd_avx2/; this module took 47 minutes there under --amp, 7 in
+# float32); --amp training has its own tests (tests/core/test_cpu_mixed_precision.py, test_target_context_gap.py).
 CACHING_ARCHS = ["caching_tokens", "caching_sentence", "shortening_grouping", "shortening_selecting", "shortening_pooling"]
 BUDGET = [
     "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt",
